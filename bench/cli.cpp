@@ -1,0 +1,68 @@
+#include "bench/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <c10/util/Exception.h>
+
+#include <iostream>
+
+#include "bench/run.h"
+#include "harness/errors.h"
+#include "harness/variant_runner.h"
+
+namespace harness {
+namespace {
+
+void define_flags(CLI::App& app, BenchOptions& o) {
+  app.add_option("-s,--scenario", o.scenarios, "Scenario to run (repeatable); --list shows them");
+  app.add_option("-d,--device", o.device, "auto (cuda if usable, else sim), sim, cuda or cpu")
+      ->check(CLI::IsMember({"auto", "sim", "cuda", "cpu"}))
+      ->capture_default_str();
+  app.add_option("-p,--preset", o.run.preset, "small (CI-sized) or seed (the original report's sizes)")
+      ->check(CLI::IsMember({"small", "seed"}))
+      ->capture_default_str();
+  app.add_option("-v,--variant", o.run.variant_filters,
+                 "Only variants matching this glob, e.g. 'resume_*/foreach' (repeatable)");
+  app.add_option("--steps", o.run.steps, "Measured steps (default: the preset's)")
+      ->check(CLI::Range(1, 1000000));
+  app.add_option("-o,--out", o.json_out, "Write the JSON report (schema v1) to this file");
+  app.add_option("--markdown", o.markdown_out, "Write a markdown summary to this file");
+  app.add_option("-g,--gate", o.gates, "Evaluate this gate file; exit 1 if a rule fails (repeatable)");
+  app.add_option("--baseline", o.baseline, "Baseline report for the gates' baseline rules");
+  app.add_flag("-l,--list", o.list, "List scenarios and their variants");
+  app.add_flag("-q,--quiet", o.run.quiet, "No progress lines on stderr");
+  app.set_version_flag("--version", std::string("bench ") + HARNESS_VERSION);
+}
+
+}  // namespace
+
+int bench_main(int argc, char** argv) {
+  BenchOptions options;
+  options.argv.assign(argv, argv + argc);
+  CLI::App app{"bench: counts the copies, syncs, launches and collectives of training scenarios, "
+               "writes versioned reports and evaluates CI gates.\n"
+               "Exit codes: 0 gates pass, 1 a gate failed, 2 bad usage or input, 3 a scenario "
+               "failed."};
+  app.footer("Example: bench --scenario resume_adam --device sim --gate reports/gates/resume_adam.json");
+  define_flags(app, options);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "bench: error: " << e.what() << "\nRun 'bench --help' for usage.\n";
+    return static_cast<int>(ExitCode::BadInput);
+  }
+  try {
+    return static_cast<int>(run_bench(options));
+  } catch (const InputError& e) {
+    std::cerr << "bench: error: " << e.what() << "\n";
+    return static_cast<int>(ExitCode::BadInput);
+  } catch (const c10::Error& e) {
+    std::cerr << "bench: error: " << first_line(e.what()) << "\n";
+    return static_cast<int>(ExitCode::ScenarioFailed);
+  } catch (const std::exception& e) {
+    std::cerr << "bench: error: " << e.what() << "\n";
+    return static_cast<int>(ExitCode::ScenarioFailed);
+  }
+}
+
+}  // namespace harness

@@ -1,0 +1,235 @@
+#include "bench/run.h"
+
+#include <torch/headeronly/version.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <ctime>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+
+#include "bench/git_info.h"
+#include "harness/report/gate.h"
+#include "harness/report/json_report.h"
+#include "harness/report/pattern.h"
+#include "harness/report/reporter.h"
+#include "harness/variant_runner.h"
+
+namespace harness {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A private temporary directory, removed with everything in it.
+class ScratchDir {
+ public:
+  ScratchDir() {
+    std::string pattern = (fs::temp_directory_path() / "harness-XXXXXX").string();
+    if (::mkdtemp(pattern.data()) == nullptr) throw InputError("cannot create a temporary directory");
+    path_ = pattern;
+  }
+  ~ScratchDir() {
+    std::error_code ignored;
+    fs::remove_all(path_, ignored);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+  return out;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::string host_name() {
+  char buf[256] = {0};
+  return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
+}
+
+void check_writable_destination(const std::string& path, const char* flag) {
+  if (path.empty()) return;
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty() && !fs::is_directory(parent)) {
+    throw InputError(std::string(flag) + " " + path + ": directory " + parent.string() +
+                     " does not exist");
+  }
+}
+
+Provenance make_provenance(const BenchOptions& o, const runtime::DeviceSelection& device,
+                           const Instrument& instrument) {
+  Provenance p;
+  p.tool_version = HARNESS_VERSION;
+  p.git_sha = git_sha();
+  p.git_dirty = git_dirty();
+  p.argv = o.argv;
+  p.build_type = HARNESS_BUILD_TYPE;
+  p.libtorch_version = TORCH_VERSION;
+  p.device = runtime::to_string(device.kind);
+  p.device_name = device.description;
+  p.instrument = instrument.name();
+  p.instrument_status = instrument.status();
+  p.hostname = host_name();
+  p.started_at = utc_now();
+  return p;
+}
+
+std::vector<std::string> trust_warnings(const BenchOptions& o,
+                                        const runtime::DeviceSelection& device,
+                                        const Instrument& instrument) {
+  std::vector<std::string> w;
+  if (device.kind == runtime::DeviceKind::Sim) {
+    w.push_back("simulated device: copies, syncs and launches follow CUDA's rules; times are "
+                "host CPU times, not GPU times");
+  }
+  if (!instrument.available()) {
+    w.push_back("instrument " + instrument.name() + " " + instrument.status() +
+                ": counts are null, not measured");
+  }
+  if (std::string(HARNESS_BUILD_TYPE) == "Debug") {
+    w.push_back("debug build: times are not representative");
+  }
+  if (o.run.steps > 0 && o.run.steps < 5) {
+    w.push_back("fewer than 5 measured steps: time statistics are weak");
+  }
+  if (o.run.preset == "seed" && device.kind != runtime::DeviceKind::Cuda) {
+    w.push_back("the seed preset has the original report's sizes and is meant for a GPU; on " +
+                std::string(runtime::to_string(device.kind)) + " it is slow");
+  }
+  return w;
+}
+
+// Every --variant filter must match some variant of the chosen scenarios.
+void check_variant_filters(const BenchOptions& o,
+                           const std::vector<std::pair<const ScenarioInfo*,
+                                                       std::unique_ptr<Scenario>>>& chosen) {
+  for (const std::string& filter : o.run.variant_filters) {
+    std::vector<std::string> known;
+    bool matched = false;
+    for (const auto& [info, scenario] : chosen) {
+      for (const std::string& name : scenario->variant_names(o.run)) {
+        matched = matched || glob_match(filter, name);
+        known.push_back(name);
+      }
+    }
+    if (!matched) {
+      throw InputError("--variant '" + filter + "' matches no variant (variants: " + join(known) +
+                       ")");
+    }
+  }
+}
+
+int list_scenarios(const RunOptions& run) {
+  for (const ScenarioInfo* info : ScenarioRegistry::instance().all()) {
+    std::cout << info->name << "\n  " << info->description << "\n  variants:";
+    for (const std::string& v : info->factory()->variant_names(run)) std::cout << " " << v;
+    std::cout << "\n";
+  }
+  return 0;
+}
+
+}  // namespace
+
+ExitCode run_bench(const BenchOptions& o) {
+  ScenarioRegistry& registry = ScenarioRegistry::instance();
+  if (!registry.duplicates().empty()) {
+    throw InputError("scenario names registered more than once: " + join(registry.duplicates()));
+  }
+  if (o.list) return static_cast<ExitCode>(list_scenarios(o.run));
+  if (o.scenarios.empty()) {
+    throw InputError("no scenario given (--scenario NAME; --list shows the scenarios)");
+  }
+
+  // Everything that can be checked before running is checked now.
+  std::vector<std::pair<const ScenarioInfo*, std::unique_ptr<Scenario>>> chosen;
+  for (const std::string& name : o.scenarios) {
+    const ScenarioInfo* info = registry.find(name);
+    if (info == nullptr) {
+      std::vector<std::string> known;
+      for (const ScenarioInfo* i : registry.all()) known.push_back(i->name);
+      throw InputError("unknown scenario '" + name + "' (known: " + join(known) + ")");
+    }
+    chosen.emplace_back(info, info->factory());
+  }
+  check_variant_filters(o, chosen);
+  std::vector<GateFile> gates;
+  for (const std::string& path : o.gates) gates.push_back(parse_gate_file(path));
+  std::optional<RunReport> baseline;
+  if (!o.baseline.empty()) baseline = read_report_file(o.baseline);
+  check_writable_destination(o.json_out, "--out");
+  check_writable_destination(o.markdown_out, "--markdown");
+
+  const runtime::DeviceSelection device = runtime::select_device(o.device);
+  const std::unique_ptr<Instrument> instrument = make_instrument(device.kind);
+
+  RunReport report;
+  report.provenance = make_provenance(o, device, *instrument);
+  report.warnings = trust_warnings(o, device, *instrument);
+
+  MultiReporter reporters;
+  reporters.add(std::make_unique<ConsoleReporter>(std::cout));
+  if (!o.json_out.empty()) reporters.add(std::make_unique<JsonReporter>(o.json_out));
+  if (!o.markdown_out.empty()) reporters.add(std::make_unique<MarkdownReporter>(o.markdown_out));
+  reporters.on_run_start(report.provenance);
+
+  ScratchDir scratch;
+  Progress progress(o.run.quiet);
+  for (auto& [info, scenario] : chosen) {
+    RunContext context{device, *instrument, o.run, progress, scratch.path()};
+    reporters.on_scenario_start(info->name, scenario->variant_names(o.run).size());
+    ScenarioResult result;
+    try {
+      result = scenario->run(context);
+    } catch (const InputError&) {
+      throw;
+    } catch (const std::exception& e) {
+      result.name = info->name;
+      result.description = info->description;
+      VariantResult failed;
+      failed.name = "(scenario)";
+      failed.error = first_line(e.what());
+      result.variants.push_back(failed);
+    }
+    for (const VariantResult& v : result.variants) reporters.on_variant_done(result.name, v);
+    reporters.on_scenario_done(result);
+    report.scenarios.push_back(std::move(result));
+  }
+  reporters.on_run_done(report);
+
+  bool gates_passed = true;
+  for (const GateFile& gate : gates) {
+    const GateOutcome outcome = evaluate_gate(gate, report, baseline ? &*baseline : nullptr);
+    std::cout << format_gate_outcome(outcome);
+    gates_passed = gates_passed && outcome.passed();
+  }
+
+  std::vector<std::string> failed;
+  for (const ScenarioResult& s : report.scenarios) {
+    for (const VariantResult& v : s.variants) {
+      if (!v.ran) failed.push_back(s.name + " " + v.name + ": " + v.error);
+    }
+  }
+  if (!failed.empty()) {
+    std::cerr << "bench: " << failed.size() << " variant(s) failed to run:\n";
+    for (const std::string& f : failed) std::cerr << "  " << f << "\n";
+    return ExitCode::ScenarioFailed;
+  }
+  return gates_passed ? ExitCode::Ok : ExitCode::GateFailed;
+}
+
+}  // namespace harness

@@ -1,0 +1,27 @@
+#pragma once
+// run_bench: what bench does once its flags are parsed -- check the inputs, run the scenarios,
+// report, evaluate the gates -- and the exit code that results.
+#include <string>
+#include <vector>
+
+#include "harness/errors.h"
+#include "harness/scenario.h"
+
+namespace harness {
+
+struct BenchOptions {
+  std::vector<std::string> scenarios;
+  std::string device = "auto";
+  RunOptions run;
+  std::string json_out;      // --out
+  std::string markdown_out;  // --markdown
+  std::vector<std::string> gates;
+  std::string baseline;
+  bool list = false;
+  std::vector<std::string> argv;
+};
+
+// Throws InputError for bad input (before anything runs where it can be told in advance).
+ExitCode run_bench(const BenchOptions& options);
+
+}  // namespace harness

@@ -1,0 +1,49 @@
+# Optional backends, validated in one place. Each is AUTO (use it when found), ON (required: a
+# fix-it error when missing) or OFF.
+include_guard(GLOBAL)
+
+set(_harness_tristate AUTO ON OFF)
+foreach(opt CUDA CUPTI NVTX)
+  set(HARNESS_WITH_${opt} AUTO CACHE STRING "Build with ${opt}: AUTO, ON or OFF")
+  set_property(CACHE HARNESS_WITH_${opt} PROPERTY STRINGS ${_harness_tristate})
+  if(NOT HARNESS_WITH_${opt} IN_LIST _harness_tristate)
+    message(FATAL_ERROR "HARNESS_WITH_${opt} must be AUTO, ON or OFF, not '${HARNESS_WITH_${opt}}'")
+  endif()
+endforeach()
+
+find_package(CUDAToolkit QUIET)
+
+# NVTX: header-only (nvtx3), from the CUDA toolkit.
+set(HARNESS_HAVE_NVTX OFF)
+if(NOT HARNESS_WITH_NVTX STREQUAL "OFF")
+  find_path(HARNESS_NVTX_INCLUDE_DIR nvtx3/nvToolsExt.h HINTS ${CUDAToolkit_INCLUDE_DIRS})
+  if(HARNESS_NVTX_INCLUDE_DIR)
+    set(HARNESS_HAVE_NVTX ON)
+  elseif(HARNESS_WITH_NVTX STREQUAL "ON")
+    message(FATAL_ERROR "HARNESS_WITH_NVTX=ON but nvtx3/nvToolsExt.h was not found. Install the "
+                        "CUDA toolkit (or NVIDIA/NVTX headers) or configure with -DHARNESS_WITH_NVTX=OFF.")
+  endif()
+endif()
+
+# CUDA device support (LibTorch's CUDA libraries) is opt-in: a CPU-only machine has the toolkit
+# but the wheel's CUDA libraries also need cuDNN and friends, and the GPU machine brings its own.
+set(HARNESS_HAVE_CUDA OFF)
+if(HARNESS_WITH_CUDA STREQUAL "ON")
+  if(NOT CUDAToolkit_FOUND OR NOT EXISTS "${LIBTORCH_ROOT}/lib/libtorch_cuda.so")
+    message(FATAL_ERROR "HARNESS_WITH_CUDA=ON needs the CUDA toolkit and a LibTorch with "
+                        "lib/libtorch_cuda.so (LIBTORCH_ROOT=${LIBTORCH_ROOT}).")
+  endif()
+  set(HARNESS_HAVE_CUDA ON)
+elseif(HARNESS_WITH_CUDA STREQUAL "AUTO" AND CUDAToolkit_FOUND AND
+       EXISTS "${LIBTORCH_ROOT}/lib/libtorch_cuda.so")
+  set(HARNESS_HAVE_CUDA ON)
+endif()
+if(HARNESS_HAVE_CUDA)
+  _harness_torch_lib(LibTorch::c10_cuda c10_cuda)
+  _harness_torch_lib(LibTorch::torch_cuda torch_cuda)
+  add_library(LibTorch::cuda INTERFACE IMPORTED GLOBAL)
+  target_link_libraries(LibTorch::cuda INTERFACE LibTorch::torch_cuda LibTorch::c10_cuda
+                        CUDA::cudart)
+endif()
+
+message(STATUS "harness: NVTX=${HARNESS_HAVE_NVTX} CUDA=${HARNESS_HAVE_CUDA}")

@@ -1,0 +1,55 @@
+#pragma once
+// EventCollector: the sink that device backends report events to while a window is being measured.
+//
+// Owns the Counts of the current window. Devices call the free functions in namespace
+// harness::events (record_launch, record_copy, ...) which forward to the active collector; when none
+// is active they cost one relaxed atomic load and return. Events may arrive from any thread (the
+// autograd engine runs backward ops on a device thread), so recording takes a mutex.
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string_view>
+
+#include "harness/instrument/counts.h"
+
+namespace harness {
+
+class EventCollector {
+ public:
+  void record_launch(std::string_view op);
+  void record_copy(CopyKind kind, int64_t bytes, bool host_pinned);
+  void record_sync(std::string_view op, std::string_view reason);
+  void record_collective(std::string_view name, int64_t bytes);
+
+  Counts snapshot() const;
+  void clear();
+
+ private:
+  PhaseCounts& current_phase_counts();  // requires mu_
+
+  mutable std::mutex mu_;
+  Counts counts_;
+};
+
+// Makes a collector the active one for its lifetime (and restores the previous one after).
+class ScopedCollection {
+ public:
+  explicit ScopedCollection(EventCollector& collector) noexcept;
+  ~ScopedCollection();
+  ScopedCollection(const ScopedCollection&) = delete;
+  ScopedCollection& operator=(const ScopedCollection&) = delete;
+
+ private:
+  EventCollector* previous_;
+};
+
+namespace events {
+// The entry points for device backends. Each is a no-op when no collector is active.
+void record_launch(std::string_view op) noexcept;
+void record_copy(CopyKind kind, int64_t bytes, bool host_pinned) noexcept;
+void record_sync(std::string_view op, std::string_view reason) noexcept;
+void record_collective(std::string_view name, int64_t bytes) noexcept;
+bool collecting() noexcept;
+}  // namespace events
+
+}  // namespace harness

@@ -1,0 +1,88 @@
+#include "harness/instrument/counts.h"
+
+namespace harness {
+
+const char* to_string(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::HostToDevice: return "h2d";
+    case CopyKind::DeviceToHost: return "d2h";
+    case CopyKind::DeviceToDevice: return "d2d";
+  }
+  return "?";
+}
+
+CopyTally& PhaseCounts::copies(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::HostToDevice: return h2d;
+    case CopyKind::DeviceToHost: return d2h;
+    case CopyKind::DeviceToDevice: break;
+  }
+  return d2d;
+}
+
+const CopyTally& PhaseCounts::copies(CopyKind kind) const {
+  return const_cast<PhaseCounts*>(this)->copies(kind);
+}
+
+void PhaseCounts::add(const PhaseCounts& o) {
+  launches += o.launches;
+  for (const auto& [op, n] : o.launches_by_op) launches_by_op[op] += n;
+  h2d.add(o.h2d);
+  d2h.add(o.d2h);
+  d2d.add(o.d2d);
+  syncs += o.syncs;
+  for (const auto& [name, c] : o.collectives) {
+    collectives[name].count += c.count;
+    collectives[name].bytes += c.bytes;
+  }
+}
+
+bool PhaseCounts::operator==(const PhaseCounts& o) const {
+  return launches == o.launches && launches_by_op == o.launches_by_op && h2d == o.h2d &&
+         d2h == o.d2h && d2d == o.d2d && syncs == o.syncs && collectives == o.collectives;
+}
+
+PhaseCounts Counts::total() const {
+  PhaseCounts sum;
+  for (const auto& [_, c] : phases) sum.add(c);
+  return sum;
+}
+
+void Counts::add(const Counts& o) {
+  for (const auto& [phase, c] : o.phases) phases[phase].add(c);
+  for (const auto& [site, n] : o.sync_sites) sync_sites[site] += n;
+}
+
+std::vector<Measurement> to_measurements(const PhaseCounts& c, double divisor) {
+  auto v = [divisor](int64_t x) { return static_cast<double>(x) / divisor; };
+  std::vector<Measurement> out = {
+      {"launch.count", v(c.launches), "count", "device ops (kernels) launched"},
+      {"h2d.count", v(c.h2d.count), "count", "host-to-device copies"},
+      {"h2d.bytes", v(c.h2d.bytes), "bytes", "bytes copied host-to-device"},
+      {"h2d.pinned", v(c.h2d.pinned), "count", "host-to-device copies from page-locked memory"},
+      {"d2h.count", v(c.d2h.count), "count", "device-to-host copies"},
+      {"d2h.bytes", v(c.d2h.bytes), "bytes", "bytes copied device-to-host"},
+      {"d2h.pinned", v(c.d2h.pinned), "count", "device-to-host copies into page-locked memory"},
+      {"d2d.count", v(c.d2d.count), "count", "device-to-device copies"},
+      {"d2d.bytes", v(c.d2d.bytes), "bytes", "bytes copied device-to-device"},
+      {"sync.count", v(c.syncs), "count", "host-device synchronizations"},
+  };
+  int64_t coll_count = 0, coll_bytes = 0;
+  for (const auto& [name, t] : c.collectives) {
+    coll_count += t.count;
+    coll_bytes += t.bytes;
+    out.push_back({"collective." + name + ".count", v(t.count), "count", name + " calls"});
+    out.push_back({"collective." + name + ".bytes", v(t.bytes), "bytes", name + " payload bytes"});
+  }
+  out.push_back({"collective.count", v(coll_count), "count", "collective calls"});
+  out.push_back({"collective.bytes", v(coll_bytes), "bytes", "collective payload bytes"});
+  return out;
+}
+
+std::vector<SyncSite> to_sync_sites(const Counts& counts) {
+  std::vector<SyncSite> out;
+  for (const auto& [key, n] : counts.sync_sites) out.push_back({key.phase, key.op, key.reason, n});
+  return out;
+}
+
+}  // namespace harness

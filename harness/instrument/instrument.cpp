@@ -1,0 +1,53 @@
+#include "harness/instrument/instrument.h"
+
+namespace harness {
+namespace {
+
+class DispatcherInstrument final : public Instrument {
+ public:
+  explicit DispatcherInstrument(bool counts_launches) : counts_launches_(counts_launches) {}
+  std::string name() const override { return counts_launches_ ? "dispatcher" : "ops-only"; }
+  std::string status() const override { return "ok"; }
+  bool available() const override { return true; }
+  bool measures_launches() const override { return counts_launches_; }
+  void start() override { scope_.emplace(collector_); }
+  void stop() override { scope_.reset(); }
+  Counts take() override {
+    Counts c = collector_.snapshot();
+    collector_.clear();
+    return c;
+  }
+
+ private:
+  bool counts_launches_;
+  EventCollector collector_;
+  std::optional<ScopedCollection> scope_;
+};
+
+class UnavailableInstrument final : public Instrument {
+ public:
+  explicit UnavailableInstrument(std::string why) : why_(std::move(why)) {}
+  std::string name() const override { return "cupti"; }
+  std::string status() const override { return "unavailable: " + why_; }
+  bool available() const override { return false; }
+  bool measures_launches() const override { return false; }
+  void start() override {}
+  void stop() override {}
+  Counts take() override { return {}; }
+
+ private:
+  std::string why_;
+};
+
+}  // namespace
+
+std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind) {
+  switch (kind) {
+    case runtime::DeviceKind::Sim: return std::make_unique<DispatcherInstrument>(true);
+    case runtime::DeviceKind::Cpu: return std::make_unique<DispatcherInstrument>(false);
+    case runtime::DeviceKind::Cuda: break;
+  }
+  return std::make_unique<UnavailableInstrument>("this build has no CUPTI collector");
+}
+
+}  // namespace harness

@@ -1,0 +1,46 @@
+#pragma once
+// Instrument: what counts events on the chosen device, switched on for measured windows.
+//   sim  -> DispatcherInstrument: the sim backend reports each op, copy and sync as it happens.
+//   cpu  -> DispatcherInstrument as well: nothing crosses a host-device boundary, so copies and
+//           syncs are truly zero; launches are not measured (reported as null).
+//   cuda -> CUPTI (not in this build yet): reported as unavailable, never as zeros.
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "harness/instrument/collector.h"
+#include "harness/runtime/device.h"
+
+namespace harness {
+
+class Instrument {
+ public:
+  virtual ~Instrument() = default;
+  virtual std::string name() const = 0;
+  // "ok", or why the instrument is degraded or unavailable.
+  virtual std::string status() const = 0;
+  virtual bool available() const = 0;
+  // Whether launch counts are measured (false: reported as null).
+  virtual bool measures_launches() const = 0;
+
+  // Count events between start() and stop(); counts accumulate until take().
+  virtual void start() = 0;
+  virtual void stop() = 0;
+  virtual Counts take() = 0;
+};
+
+std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind);
+
+// RAII: instrument.start() ... instrument.stop().
+class Counting {
+ public:
+  explicit Counting(Instrument& instrument) : instrument_(instrument) { instrument_.start(); }
+  ~Counting() { instrument_.stop(); }
+  Counting(const Counting&) = delete;
+  Counting& operator=(const Counting&) = delete;
+
+ private:
+  Instrument& instrument_;
+};
+
+}  // namespace harness

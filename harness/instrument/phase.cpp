@@ -1,0 +1,52 @@
+#include "harness/instrument/phase.h"
+
+#include <atomic>
+
+#include "harness/instrument/counts.h"
+
+#if HARNESS_HAVE_NVTX
+#include <nvtx3/nvToolsExt.h>
+#endif
+
+namespace harness {
+namespace {
+std::atomic<const Phase*> g_top{nullptr};
+std::atomic<PhaseListener*> g_listener{nullptr};
+
+#if HARNESS_HAVE_NVTX
+nvtxDomainHandle_t harness_domain() {
+  static nvtxDomainHandle_t domain = nvtxDomainCreateA("harness");
+  return domain;
+}
+#endif
+}  // namespace
+
+Phase::Phase(const char* name) noexcept : name_(name), parent_(g_top.load()) {
+  g_top.store(this);
+#if HARNESS_HAVE_NVTX
+  nvtxEventAttributes_t attributes{};
+  attributes.version = NVTX_VERSION;
+  attributes.size = NVTX_EVENT_ATTRIB_STRUCT_SIZE;
+  attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
+  attributes.message.ascii = name;
+  nvtxDomainRangePushEx(harness_domain(), &attributes);
+#endif
+  if (PhaseListener* l = g_listener.load()) l->on_phase_begin(name_);
+}
+
+Phase::~Phase() {
+  if (PhaseListener* l = g_listener.load()) l->on_phase_end(name_);
+#if HARNESS_HAVE_NVTX
+  nvtxDomainRangePop(harness_domain());
+#endif
+  g_top.store(parent_);
+}
+
+const char* Phase::current_name() noexcept {
+  const Phase* top = g_top.load();
+  return top ? top->name_ : kNoPhase;
+}
+
+void set_phase_listener(PhaseListener* listener) noexcept { g_listener.store(listener); }
+
+}  // namespace harness

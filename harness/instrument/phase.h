@@ -1,0 +1,41 @@
+#pragma once
+// Phase: an RAII scope naming what the program is doing ("train.forward", "optimizer.step", ...).
+//
+// Every counted event is attributed to the innermost open phase. Where NVTX is available, a phase
+// is also an NVTX range in the "harness" domain, so Nsight Systems shows the same phases.
+//
+// Phases form one process-wide stack, not a per-thread one: the autograd engine runs backward ops
+// on a device thread while the main thread waits inside "train.backward", and those ops belong to
+// that phase. Phases are opened and closed by the thread that drives the run, never concurrently.
+// Names must be string literals (or otherwise outlive the scope): nothing is copied on this path.
+#include <cstddef>
+
+namespace harness {
+
+class Phase {
+ public:
+  explicit Phase(const char* name) noexcept;
+  ~Phase();
+
+  Phase(const Phase&) = delete;
+  Phase& operator=(const Phase&) = delete;
+  static void* operator new(std::size_t) = delete;  // a scope, never a heap object
+
+  // The innermost open phase, or kNoPhase ("(none)") when none is open.
+  static const char* current_name() noexcept;
+
+ private:
+  const char* name_;
+  const Phase* parent_;
+};
+
+// Observers of phase boundaries (the trace writer): at most one, installed for a window.
+class PhaseListener {
+ public:
+  virtual ~PhaseListener() = default;
+  virtual void on_phase_begin(const char* name) noexcept = 0;
+  virtual void on_phase_end(const char* name) noexcept = 0;
+};
+void set_phase_listener(PhaseListener* listener) noexcept;
+
+}  // namespace harness

@@ -1,0 +1,43 @@
+#pragma once
+// The simulated accelerator `sim`: a PrivateUse1 backend whose memory is host RAM.
+//
+// It follows CUDA's rules for what crosses the host-device boundary, so that counts of copies,
+// synchronizations and launches taken on a CPU-only machine mean what they would on a GPU:
+//   - every ATen op executed on sim tensors is one launch (views, metadata, allocation are not);
+//     it runs the CPU kernel on aliases of the sim memory (no staging copies, nothing counted);
+//   - `_copy_from` between CPU and sim is an H2D or D2H copy, and a sync when blocking;
+//     sim:i -> sim:j is a D2D copy; a same-device copy that needs a kernel is a launch;
+//   - `.item()` (`_local_scalar_dense`) is one D2H copy and one sync;
+//   - explicit device / stream / event synchronizes are syncs;
+//   - mixing sim tensors of two devices, or a sim tensor with a CPU tensor that is not a 0-dim
+//     scalar, is an error, as on CUDA.
+// See DESIGN.md, "The counting contract", and README "How it works".
+#include <c10/core/Device.h>
+
+namespace at {
+class Tensor;
+}
+
+namespace harness::sim {
+
+inline constexpr const char* kBackendName = "sim";
+inline constexpr int kDefaultDeviceCount = 8;
+
+// Registers the backend (name, allocator, device guard, hooks, kernels). Idempotent and
+// thread-safe; call it before the first sim tensor is made. Never runs during static
+// initialisation. `device_count` applies to the first call only.
+void initialize(int device_count = kDefaultDeviceCount);
+bool is_initialized() noexcept;
+
+int device_count() noexcept;
+c10::Device device(int index = 0);
+bool is_sim(const at::Tensor& tensor);
+
+// Explicit synchronisation of a sim device: counted as a sync ("device synchronize").
+void synchronize(int index = 0);
+
+// Whether `data` is the base of a page-locked host allocation made through the sim backend's
+// pinned-memory allocator (Tensor::pin_memory()).
+bool is_pinned_host_pointer(const void* data) noexcept;
+
+}  // namespace harness::sim

@@ -1,0 +1,372 @@
+// The sim backend's kernels: allocation, views and metadata (never counted), copies and `.item()`
+// (counted by the copy and sync rules), and one boxed fallback that runs every other op with its
+// CPU kernel on zero-copy CPU aliases of the sim memory (one launch each).
+#include <ATen/EmptyTensor.h>
+#include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <ATen/ops/_reshape_alias_native.h>
+#include <ATen/ops/as_strided_native.h>
+#include <ATen/ops/copy.h>
+#include <ATen/ops/resize_native.h>
+#include <ATen/ops/set_native.h>
+#include <ATen/ops/view_native.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/instrument/collector.h"
+#include "harness/instrument/sim/sim_device.h"
+#include "harness/instrument/sim/sim_internal.h"
+
+namespace harness::sim {
+namespace {
+
+constexpr c10::DispatchKeySet kSimKeys{c10::DispatchKey::PrivateUse1};
+constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
+
+void release_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
+
+// A TensorImpl over `storage` (its whole extent) with the view geometry of `like`.
+at::Tensor make_tensor_on(c10::Storage storage, c10::DispatchKeySet keys, const at::Tensor& like) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, like.dtype());
+  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+// A CPU storage over the same bytes as `storage` (which it keeps alive). Resizable with the CPU
+// allocator, so a CPU kernel may grow an out= argument; the sim tensor then adopts the new bytes.
+c10::Storage cpu_view_of_storage(const c10::Storage& storage) {
+  c10::DataPtr ptr(storage.mutable_data(), new c10::Storage(storage), &release_storage,
+                   c10::Device(c10::DeviceType::CPU));
+  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr),
+                      c10::GetCPUAllocator(), /*resizable=*/true);
+}
+
+// The reverse: a sim storage over bytes a CPU kernel allocated (which it keeps alive).
+c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::DeviceIndex index) {
+  c10::DataPtr ptr(storage.mutable_data(), new c10::Storage(storage), &release_storage,
+                   c10::Device(c10::DeviceType::PrivateUse1, index));
+  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr),
+                      device_allocator(), /*resizable=*/true);
+}
+
+at::Tensor cpu_alias(const at::Tensor& sim_tensor) {
+  return make_tensor_on(cpu_view_of_storage(sim_tensor.storage()), kCpuKeys, sim_tensor);
+}
+
+bool host_pinned(const at::Tensor& t) {
+  return t.has_storage() && is_pinned_host_pointer(t.storage().data());
+}
+
+// ----- allocation, views, metadata: never counted ------------------------------------------
+
+at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarType> dtype,
+                               std::optional<c10::Layout> layout,
+                               std::optional<c10::Device> device, std::optional<bool> pin_memory,
+                               std::optional<c10::MemoryFormat> memory_format) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "sim supports strided tensors only");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "pinned memory is host memory, not sim");
+  const c10::DeviceGuard guard(c10::device_or_default(device));
+  return at::detail::empty_generic(size, device_allocator(), kSimKeys,
+                                   c10::dtype_or_default(dtype), memory_format);
+}
+
+at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
+                         std::optional<c10::ScalarType> dtype, std::optional<c10::Layout> layout,
+                         std::optional<c10::Device> device, std::optional<bool> pin_memory) {
+  TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
+              "sim supports strided tensors only");
+  TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "pinned memory is host memory, not sim");
+  const c10::DeviceGuard guard(c10::device_or_default(device));
+  return at::detail::empty_strided_generic(size, stride, device_allocator(), kSimKeys,
+                                           c10::dtype_or_default(dtype));
+}
+
+at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
+                      c10::SymIntArrayRef stride, std::optional<c10::SymInt> offset) {
+  std::optional<int64_t> off;
+  if (offset) off = offset->expect_int();
+  return at::native::as_strided_tensorimpl(self, C10_AS_INTARRAYREF_SLOW(size),
+                                           C10_AS_INTARRAYREF_SLOW(stride), off);
+}
+
+at::Tensor view(const at::Tensor& self, c10::SymIntArrayRef size) {
+  return at::native::view(self, C10_AS_INTARRAYREF_SLOW(size));
+}
+
+at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
+                         c10::SymIntArrayRef stride) {
+  return at::native::_reshape_alias(self, C10_AS_INTARRAYREF_SLOW(size),
+                                    C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
+                         std::optional<c10::MemoryFormat> memory_format) {
+  return at::native::resize_(self, C10_AS_INTARRAYREF_SLOW(size), memory_format);
+}
+
+at::Tensor& set_source_tensor(at::Tensor& self, const at::Tensor& source) {
+  return at::native::set_tensor_(self, source);
+}
+
+at::Tensor& set_source_storage(at::Tensor& self, c10::Storage source) {
+  return at::native::set_(self, std::move(source));
+}
+
+at::Tensor& set_source_storage_offset(at::Tensor& self, c10::Storage source, c10::SymInt offset,
+                                      c10::SymIntArrayRef size, c10::SymIntArrayRef stride) {
+  return at::native::set_storage_cpu_(self, std::move(source), offset.expect_int(),
+                                      C10_AS_INTARRAYREF_SLOW(size),
+                                      C10_AS_INTARRAYREF_SLOW(stride));
+}
+
+// ----- copies and item(): the copy and sync rules -----------------------------------------
+
+bool memcpy_eligible(const at::Tensor& dst, const at::Tensor& src) {
+  return dst.dtype() == src.dtype() && dst.sizes() == src.sizes() && dst.is_contiguous() &&
+         src.is_contiguous();
+}
+
+at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  const bool src_sim = is_sim(src);
+  const bool dst_sim = is_sim(dst);
+  const int64_t bytes = dst.numel() * static_cast<int64_t>(dst.element_size());
+  if (src_sim && dst_sim) {
+    if (src.device() != dst.device() || memcpy_eligible(dst, src)) {
+      events::record_copy(CopyKind::DeviceToDevice, bytes, false);
+    } else {
+      events::record_launch("aten::copy_");  // a strided or casting copy is a kernel
+    }
+  } else if (dst_sim) {
+    events::record_copy(CopyKind::HostToDevice, bytes, host_pinned(src));
+    if (!non_blocking) events::record_sync("aten::copy_", "blocking copy H2D");
+  } else {
+    events::record_copy(CopyKind::DeviceToHost, bytes, host_pinned(dst));
+    if (!non_blocking) events::record_sync("aten::copy_", "blocking copy D2H");
+  }
+  at::Tensor cpu_dst = dst_sim ? cpu_alias(dst) : dst;
+  const at::Tensor cpu_src = src_sim ? cpu_alias(src) : src;
+  cpu_dst.copy_(cpu_src);  // a CPU-to-CPU copy: the backend's own work, not counted
+  return dst;
+}
+
+at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
+  dst.resize_(src.sizes());
+  return copy_from(src, dst, /*non_blocking=*/false);
+}
+
+at::Scalar local_scalar_dense(const at::Tensor& self) {
+  events::record_copy(CopyKind::DeviceToHost, static_cast<int64_t>(self.element_size()), false);
+  events::record_sync("aten::_local_scalar_dense", "item");
+  return cpu_alias(self).item();
+}
+
+bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
+  // Module::to(device) swaps parameter data through set_data(); a sim tensor and a dense CPU
+  // tensor are as interchangeable as a CUDA and a CPU tensor are.
+  auto dense_sim_or_cpu = [](const at::Tensor& t) {
+    return t.layout() == c10::Layout::Strided &&
+           (t.device().is_cpu() || t.device().type() == c10::DeviceType::PrivateUse1);
+  };
+  return self.key_set() == from.key_set() || (dense_sim_or_cpu(self) && dense_sim_or_cpu(from));
+}
+
+// ----- every other op: one launch, CPU kernel on aliases ---------------------------------
+
+// A sim tensor argument and its CPU alias, for write-back after the CPU kernel ran.
+struct AliasedArg {
+  at::Tensor sim;
+  at::Tensor cpu;
+};
+
+class FallbackCall {
+ public:
+  explicit FallbackCall(const c10::FunctionSchema& schema) : schema_(schema) {}
+
+  // Replaces sim tensors among the arguments on the stack by CPU aliases.
+  void alias_arguments(torch::jit::Stack* stack) {
+    const size_t n = schema_.arguments().size();
+    for (size_t i = 0; i < n; ++i) {
+      c10::IValue& v = (*stack)[stack->size() - n + i];
+      if (v.isTensor()) {
+        v = alias(v.toTensor());
+      } else if (v.isTensorList()) {
+        c10::List<at::Tensor> list = v.toTensorList();
+        c10::List<at::Tensor> out;
+        out.reserve(list.size());
+        for (const at::Tensor& t : list) out.push_back(alias(t));
+        v = std::move(out);
+      } else if (v.isOptionalTensorList()) {
+        auto list = v.toOptionalTensorList();
+        c10::List<std::optional<at::Tensor>> out;
+        out.reserve(list.size());
+        for (std::optional<at::Tensor> t : list) {
+          out.push_back(t.has_value() ? std::optional<at::Tensor>(alias(*t)) : std::nullopt);
+        }
+        v = std::move(out);
+      }
+    }
+  }
+
+  // After the CPU kernel: adopt storage growth and metadata changes of written arguments, and
+  // turn the returned CPU tensors back into sim tensors.
+  void restore_results(torch::jit::Stack* stack) {
+    for (AliasedArg& a : aliased_) adopt_changes(a);
+    const size_t n = schema_.returns().size();
+    for (size_t i = 0; i < n; ++i) {
+      c10::IValue& v = (*stack)[stack->size() - n + i];
+      if (v.isTensor()) {
+        v = to_sim(v.toTensor());
+      } else if (v.isTensorList()) {
+        c10::List<at::Tensor> list = v.toTensorList();
+        c10::List<at::Tensor> out;
+        out.reserve(list.size());
+        for (const at::Tensor& t : list) out.push_back(to_sim(t));
+        v = std::move(out);
+      } else if (!v.isNone() && device_) {
+        // A number or flag computed from device data: the host had to read it back.
+        events::record_copy(CopyKind::DeviceToHost, v.isBool() ? 1 : 8, false);
+        events::record_sync(schema_.name(), "value read by host");
+      }
+    }
+  }
+
+  std::optional<c10::Device> device() const { return device_; }
+
+ private:
+  at::Tensor alias(const at::Tensor& t) {
+    if (!t.defined()) return t;
+    if (!is_sim(t)) {
+      TORCH_CHECK(t.dim() == 0 || t.device().type() != c10::DeviceType::CPU,
+                  "Expected all tensors to be on the same device, but found at least two "
+                  "devices, ", device_ ? device_->str() : std::string("sim"), " and cpu! (in ",
+                  schema_.name(), ")");
+      return t;
+    }
+    if (!device_) {
+      device_ = t.device();
+    } else {
+      TORCH_CHECK(*device_ == t.device(), "Expected all tensors to be on the same device, but "
+                  "found at least two devices, ", device_->str(), " and ", t.device().str(),
+                  "! (in ", schema_.name(), ")");
+    }
+    aliased_.push_back({t, cpu_alias(t)});
+    return aliased_.back().cpu;
+  }
+
+  static void adopt_changes(AliasedArg& a) {
+    c10::TensorImpl* sim = a.sim.unsafeGetTensorImpl();
+    const c10::TensorImpl* cpu = a.cpu.unsafeGetTensorImpl();
+    if (cpu->storage().data() != sim->storage().data()) {
+      // The CPU kernel grew the storage of an out= argument: the sim storage (shared by all of
+      // its views) takes over the new bytes.
+      const c10::Storage& grown = cpu->storage();
+      c10::StorageImpl* storage = sim->storage().unsafeGetStorageImpl();
+      storage->set_data_ptr_noswap(c10::DataPtr(grown.mutable_data(), new c10::Storage(grown),
+                                                &release_storage, a.sim.device()));
+      storage->set_nbytes(grown.nbytes());
+    }
+    if (sim->sizes() != cpu->sizes() || sim->strides() != cpu->strides() ||
+        sim->storage_offset() != cpu->storage_offset()) {
+      sim->set_sizes_and_strides(cpu->sizes(), cpu->strides(), cpu->storage_offset());
+    }
+  }
+
+  at::Tensor to_sim(const at::Tensor& t) {
+    if (!t.defined() || !t.device().is_cpu()) return t;
+    for (const AliasedArg& a : aliased_) {
+      if (t.unsafeGetTensorImpl() == a.cpu.unsafeGetTensorImpl()) return a.sim;  // self / out=
+    }
+    for (const AliasedArg& a : aliased_) {
+      if (t.storage().is_alias_of(a.cpu.storage())) {  // a view of an argument
+        return make_tensor_on(a.sim.storage(), kSimKeys, t);
+      }
+    }
+    const c10::DeviceIndex index = device_ ? device_->index() : c10::DeviceIndex(0);
+    return make_tensor_on(sim_view_of_storage(t.storage(), index), kSimKeys, t);
+  }
+
+  const c10::FunctionSchema& schema_;
+  std::vector<AliasedArg> aliased_;
+  std::optional<c10::Device> device_;
+};
+
+bool is_view_op(const c10::FunctionSchema& schema) {
+  for (const auto& ret : schema.returns()) {
+    if (ret.alias_info() && !ret.alias_info()->isWrite()) return true;
+  }
+  return false;
+}
+
+void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  const c10::FunctionSchema& schema = op.schema();
+  FallbackCall call(schema);
+  call.alias_arguments(stack);
+  std::optional<c10::DeviceGuard> guard;
+  if (call.device()) guard.emplace(*call.device());
+  op.redispatchBoxed(kCpuKeys, stack);
+  call.restore_results(stack);
+  if (!is_view_op(schema)) events::record_launch(schema.name());
+}
+
+}  // namespace
+
+void register_kernels() {
+  // torch::Library objects live for the rest of the process (the registrations with them).
+  static auto* impls = new torch::Library(torch::Library::IMPL, "aten",
+                                          c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  impls->impl("empty.memory_format", TORCH_FN(empty_memory_format));
+  impls->impl("empty_strided", TORCH_FN(empty_strided));
+  impls->impl("as_strided", TORCH_FN(as_strided));
+  impls->impl("view", TORCH_FN(view));
+  impls->impl("_reshape_alias", TORCH_FN(reshape_alias));
+  impls->impl("resize_", TORCH_FN(resize));
+  impls->impl("set_.source_Tensor", TORCH_FN(set_source_tensor));
+  impls->impl("set_.source_Storage", TORCH_FN(set_source_storage));
+  impls->impl("set_.source_Storage_storage_offset", TORCH_FN(set_source_storage_offset));
+  impls->impl("_copy_from", TORCH_FN(copy_from));
+  impls->impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
+  impls->impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
+  impls->impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+
+  // Foreach ops have a CompositeExplicitAutograd "slow path" (a loop of per-tensor ops) that would
+  // otherwise run for sim and count one launch per tensor; on CUDA each is one fused launch per
+  // call, so sim routes them through the fallback as well: one launch per call.
+  // Likewise, structured ops whose functional form reaches other backends through a
+  // CompositeExplicitAutogradNonFunctional wrapper around their out= kernel run, as on CUDA, their
+  // own functional kernel (the wrapper would hand the CPU kernel a wrongly shaped out= tensor).
+  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    const bool foreach_op = name.name.rfind("aten::_foreach_", 0) == 0;
+    bool structured_functional = false;
+    if (!foreach_op && name.name.find("copy") == std::string::npos) {
+      const auto op = dispatcher.findOp(name);
+      structured_functional =
+          op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
+          !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
+    }
+    if (!foreach_op && !structured_functional) continue;
+    std::string qualified = name.name.substr(6);
+    if (!name.overload_name.empty()) qualified += "." + name.overload_name;
+    impls->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  }
+
+  static auto* autograd_impls = new torch::Library(
+      torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
+  autograd_impls->impl("_has_compatible_shallow_copy_type",
+                       TORCH_FN(has_compatible_shallow_copy_type));
+
+  static auto* fallbacks = new torch::Library(torch::Library::IMPL, "_",
+                                              c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  fallbacks->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+}
+
+}  // namespace harness::sim

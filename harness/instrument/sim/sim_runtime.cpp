@@ -1,0 +1,222 @@
+// The sim backend's runtime pieces: device allocator, pinned host allocator, device guard and
+// PrivateUse1 hooks; and initialize(), which registers them with c10 at run time.
+#include <ATen/Context.h>
+#include <ATen/detail/PrivateUse1HooksInterface.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+#include <c10/core/Stream.h>
+#include <ATen/core/Tensor.h>
+
+#include <cstring>
+#include <mutex>
+#include <unordered_set>
+
+#include "harness/instrument/collector.h"
+#include "harness/instrument/sim/sim_device.h"
+#include "harness/instrument/sim/sim_internal.h"
+
+namespace harness::sim {
+namespace {
+
+int g_device_count = 0;
+thread_local c10::DeviceIndex t_current_device = 0;
+
+void check_index(c10::DeviceIndex index) {
+  TORCH_CHECK(index >= 0 && index < g_device_count, "sim device index ", static_cast<int>(index),
+              " out of range: this process has ", g_device_count, " sim devices (sim:0..sim:",
+              g_device_count - 1, ")");
+}
+
+void free_device_memory(void* p) { c10::free_cpu(p); }
+
+// Device memory: plain host memory, tagged with the sim device it belongs to.
+class SimDeviceAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* p = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
+    return {p, p, &free_device_memory, c10::Device(c10::DeviceType::PrivateUse1, t_current_device)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_device_memory; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
+// Page-locked host memory, as CUDA's pinned allocator gives: host memory whose base pointers are
+// remembered, so that copies from and to it can be told apart from pageable ones.
+class PinnedRegistry {
+ public:
+  void add(void* p) { std::lock_guard<std::mutex> l(mu_); live_.insert(p); }
+  void remove(void* p) { std::lock_guard<std::mutex> l(mu_); live_.erase(p); }
+  bool contains(const void* p) {
+    std::lock_guard<std::mutex> l(mu_);
+    return live_.count(const_cast<void*>(p)) != 0;
+  }
+ private:
+  std::mutex mu_;
+  std::unordered_set<void*> live_;
+};
+PinnedRegistry& pinned_registry() {
+  static auto* registry = new PinnedRegistry();  // leaked: outlives every tensor
+  return *registry;
+}
+
+void free_pinned_memory(void* p) {
+  pinned_registry().remove(p);
+  c10::free_cpu(p);
+}
+
+class SimPinnedAllocator final : public c10::Allocator {
+ public:
+  c10::DataPtr allocate(size_t nbytes) override {
+    void* p = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
+    if (p) pinned_registry().add(p);
+    return {p, p, &free_pinned_memory, c10::Device(c10::DeviceType::CPU)};
+  }
+  c10::DeleterFnPtr raw_deleter() const override { return &free_pinned_memory; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    std::memcpy(dest, src, count);
+  }
+};
+
+SimDeviceAllocator g_device_allocator;
+SimPinnedAllocator g_pinned_allocator;
+
+// One default stream per device; events are trivially complete (work runs eagerly on the host).
+class SimGuardImpl final : public c10::impl::DeviceGuardImplInterface {
+ public:
+  c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
+  c10::Device exchangeDevice(c10::Device d) const override {
+    check_index(d.index());
+    auto old = t_current_device;
+    t_current_device = d.index();
+    return {type(), old};
+  }
+  c10::Device getDevice() const override { return {type(), t_current_device}; }
+  void setDevice(c10::Device d) const override {
+    check_index(d.index());
+    t_current_device = d.index();
+  }
+  void uncheckedSetDevice(c10::Device d) const noexcept override { t_current_device = d.index(); }
+  c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
+  c10::Stream getDefaultStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
+  c10::Stream exchangeStream(c10::Stream s) const override { return s; }
+  c10::DeviceIndex deviceCount() const noexcept override {
+    return static_cast<c10::DeviceIndex>(g_device_count);
+  }
+  void record(void** event, const c10::Stream&, const c10::DeviceIndex,
+              const c10::EventFlag) const override {
+    if (*event == nullptr) *event = new char(0);
+  }
+  void block(void* event, const c10::Stream&) const override {
+    // Stream-wait-event is device-side: not a host sync (DESIGN.md).
+    (void)event;
+  }
+  bool queryEvent(void*) const override { return true; }
+  void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {
+    delete static_cast<char*>(event);
+  }
+  bool queryStream(const c10::Stream&) const override { return true; }
+  void synchronizeStream(const c10::Stream&) const override {
+    events::record_sync("stream.synchronize", "stream synchronize");
+  }
+  void synchronizeEvent(void*) const override {
+    events::record_sync("event.synchronize", "event synchronize");
+  }
+  void synchronizeDevice(const c10::DeviceIndex) const override {
+    events::record_sync("device.synchronize", "device synchronize");
+  }
+};
+
+struct SimHooks final : public at::PrivateUse1HooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
+    return at::detail::getDefaultCPUGenerator();
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex) const override {
+    return at::detail::createCPUGenerator();
+  }
+  at::Device getDeviceFromPtr(void*) const override {
+    return {c10::DeviceType::PrivateUse1, t_current_device};
+  }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_host_pointer(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
+  c10::DeviceIndex deviceCount() const override {
+    return static_cast<c10::DeviceIndex>(g_device_count);
+  }
+  void setCurrentDevice(c10::DeviceIndex d) const override {
+    check_index(d);
+    t_current_device = d;
+  }
+  c10::DeviceIndex getCurrentDevice() const override { return t_current_device; }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    check_index(d);
+    auto old = t_current_device;
+    t_current_device = d;
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
+    return exchangeDevice(d);
+  }
+  void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
+    resize_storage_bytes(storage.unsafeGetStorageImpl(), newsize);
+  }
+};
+
+std::once_flag g_init_once;
+
+}  // namespace
+
+c10::Allocator* device_allocator() { return &g_device_allocator; }
+
+void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
+  TORCH_CHECK(storage->resizable(), "sim: trying to resize a storage that is not resizable");
+  c10::DataPtr fresh = g_device_allocator.allocate(nbytes);
+  const size_t keep = std::min(nbytes, storage->nbytes());
+  if (keep) std::memcpy(fresh.get(), storage->data(), keep);
+  storage->set_data_ptr_noswap(std::move(fresh));
+  storage->set_nbytes(nbytes);
+}
+
+void initialize(int device_count) {
+  std::call_once(g_init_once, [device_count] {
+    TORCH_CHECK(device_count > 0 && device_count <= 64, "sim device count must be 1..64, got ",
+                device_count);
+    g_device_count = device_count;
+    c10::register_privateuse1_backend(kBackendName);
+    c10::SetAllocator(c10::DeviceType::PrivateUse1, &g_device_allocator);
+    static c10::impl::DeviceGuardImplRegistrar guard_registrar(c10::DeviceType::PrivateUse1,
+                                                               new SimGuardImpl());
+    at::RegisterPrivateUse1HooksInterface(new SimHooks());
+    register_kernels();
+  });
+}
+
+bool is_initialized() noexcept { return g_device_count > 0; }
+int device_count() noexcept { return g_device_count; }
+
+c10::Device device(int index) {
+  TORCH_CHECK(is_initialized(), "sim backend used before harness::sim::initialize()");
+  check_index(static_cast<c10::DeviceIndex>(index));
+  return {c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)};
+}
+
+bool is_sim(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+}
+
+void synchronize(int index) {
+  check_index(static_cast<c10::DeviceIndex>(index));
+  SimGuardImpl().synchronizeDevice(static_cast<c10::DeviceIndex>(index));
+}
+
+bool is_pinned_host_pointer(const void* data) noexcept {
+  return data != nullptr && pinned_registry().contains(data);
+}
+
+}  // namespace harness::sim

@@ -1,0 +1,74 @@
+#include "harness/measure.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+namespace harness {
+
+void StepWindow::on_train_step_start(runtime::Trainer&, int64_t step) {
+  if (step <= after_step_) return;
+  instrument_.start();
+  counting_ = true;
+  started_ = std::chrono::steady_clock::now();
+}
+
+void StepWindow::on_train_step_end(runtime::Trainer&, int64_t) {
+  if (!counting_) return;
+  const auto elapsed = std::chrono::steady_clock::now() - started_;
+  instrument_.stop();
+  counting_ = false;
+  step_ns_.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+}
+
+void StepWindow::finish(VariantResult& result) {
+  fill_counts(result, instrument_.take(), steps(), instrument_.measures_launches(),
+              instrument_.available());
+  result.timing = step_time_statistics(step_ns_);
+}
+
+std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns) {
+  std::vector<Measurement> out;
+  const double n = static_cast<double>(ns.size());
+  out.push_back({"step_time.count", n, "count", "measured steps timed"});
+  if (ns.empty()) return out;
+  std::vector<int64_t> sorted = ns;
+  std::sort(sorted.begin(), sorted.end());
+  const double mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / n;
+  const size_t mid = sorted.size() / 2;
+  const double median = sorted.size() % 2 ? static_cast<double>(sorted[mid])
+                                          : (sorted[mid - 1] + sorted[mid]) / 2.0;
+  double var = 0;
+  for (int64_t x : sorted) var += (static_cast<double>(x) - mean) * (static_cast<double>(x) - mean);
+  const double stddev = sorted.size() > 1 ? std::sqrt(var / (n - 1)) : 0.0;
+  out.push_back({"step_time.mean", mean, "ns", "mean wall time of a measured step"});
+  out.push_back({"step_time.median", median, "ns", "median wall time of a measured step"});
+  out.push_back({"step_time.min", static_cast<double>(sorted.front()), "ns", "fastest step"});
+  out.push_back({"step_time.max", static_cast<double>(sorted.back()), "ns", "slowest step"});
+  out.push_back({"step_time.stddev", stddev, "ns", "sample standard deviation of step time"});
+  return out;
+}
+
+void fill_counts(VariantResult& result, const Counts& counts, int64_t steps,
+                 bool launches_measured, bool instrument_available) {
+  auto convert = [&](const PhaseCounts& c, double divisor) {
+    std::vector<Measurement> ms = to_measurements(c, divisor);
+    for (Measurement& m : ms) {
+      if (!instrument_available || (!launches_measured && m.name == "launch.count")) {
+        m.value.reset();
+      }
+    }
+    return ms;
+  };
+  result.measured_steps = steps;
+  const PhaseCounts total = counts.total();
+  result.total = convert(total, 1.0);
+  result.per_step = convert(total, steps > 0 ? static_cast<double>(steps) : 1.0);
+  result.phases.clear();
+  for (const auto& [phase, c] : counts.phases) result.phases[phase] = convert(c, 1.0);
+  result.launches_by_op = launches_measured ? total.launches_by_op
+                                            : std::map<std::string, int64_t>{};
+  result.sync_sites = to_sync_sites(counts);
+}
+
+}  // namespace harness

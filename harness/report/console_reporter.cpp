@@ -1,0 +1,105 @@
+// ConsoleReporter: the human-readable summary on the terminal.
+#include <algorithm>
+#include <cstdlib>
+#include <ostream>
+
+#include "harness/report/format.h"
+#include "harness/report/reporter.h"
+#include "harness/report/text_table.h"
+
+namespace harness {
+namespace {
+
+// "a | b | c" of the parts that are not empty.
+std::string joined(const std::vector<std::string>& parts, const char* separator) {
+  std::string out;
+  for (const auto& p : parts) {
+    if (!p.empty()) out += (out.empty() ? "" : separator) + p;
+  }
+  return out;
+}
+
+bool is_number(const std::string& cell) {
+  char* end = nullptr;
+  std::strtod(cell.c_str(), &end);
+  return !cell.empty() && end != nullptr && *end == '\0';
+}
+
+// A scenario's own table; columns whose cells are all numbers are right-aligned.
+std::string render_result_table(const ResultTable& t) {
+  std::string alignment;
+  for (size_t c = 0; c < t.columns.size(); ++c) {
+    const bool numeric = !t.rows.empty() && std::all_of(t.rows.begin(), t.rows.end(), [&](auto& r) {
+      return c < r.size() && is_number(r[c]);
+    });
+    alignment += numeric ? 'r' : 'l';
+  }
+  TextTable table(t.columns, alignment);
+  for (const auto& row : t.rows) table.add_row(row);
+  return "\n  " + t.title + "\n" + table.render("  ");
+}
+
+// The most frequent sync sites of each variant that has any.
+std::string render_sync_sites(const ScenarioResult& s) {
+  std::string out;
+  for (const auto& v : s.variants) {
+    if (v.sync_sites.empty()) continue;
+    TextTable table({}, "lllr");
+    for (const auto& site : top_sync_sites(v)) {
+      table.add_row({site.phase, site.op, site.reason, std::to_string(site.count)});
+    }
+    out += "  " + v.name + "\n" + table.render("    ");
+    if (v.sync_sites.size() > kSyncSitesShown) {
+      out += "    ... and " + std::to_string(v.sync_sites.size() - kSyncSitesShown) + " more\n";
+    }
+  }
+  return out.empty() ? ""
+                     : "\n  sync sites (phase, op, reason, count in the measured window)\n" + out;
+}
+
+}  // namespace
+
+ConsoleReporter::ConsoleReporter(std::ostream& out) : out_(out) {}
+
+void ConsoleReporter::on_run_start(const Provenance& p) {
+  const std::string git =
+      p.git_sha.empty() ? "" : "git " + p.git_sha + (p.git_dirty ? " (dirty)" : "");
+  const std::string tool = p.tool_version.empty() ? "" : "harness " + p.tool_version;
+  const std::string build = p.build_type.empty() ? "" : "build " + p.build_type;
+  const std::string torch = p.libtorch_version.empty() ? "" : "LibTorch " + p.libtorch_version;
+  const std::string cuda = p.cuda_version.empty() ? "" : "CUDA " + p.cuda_version;
+  out_ << joined({tool, build, git, torch, cuda}, " | ") << "\n";
+  std::string device =
+      "device " + p.device + (p.device_name.empty() ? "" : " (" + p.device_name + ")");
+  std::string instrument = "instrument " + p.instrument +
+                           (p.instrument_status.empty() ? "" : " (" + p.instrument_status + ")");
+  const std::string ranks = p.world_size > 1 ? "world size " + std::to_string(p.world_size) : "";
+  out_ << joined({device, instrument, ranks}, " | ") << "\n";
+}
+
+void ConsoleReporter::on_scenario_done(const ScenarioResult& s) {
+  out_ << "\n== " << s.name << (s.description.empty() ? "" : ": " + s.description) << "\n";
+  if (!s.measured_window.empty()) out_ << "   measured: " << s.measured_window << "\n";
+  if (!s.config.empty()) {
+    std::vector<std::string> settings;
+    for (const auto& [key, value] : s.config) settings.push_back(key + "=" + value);
+    out_ << "   config: " << joined(settings, ", ") << "\n";
+  }
+  TextTable table(variant_summary_header(), variant_summary_alignment());
+  for (const auto& v : s.variants) table.add_row(variant_summary_cells(v));
+  out_ << "\n" << table.render("  ");
+  for (const auto& t : s.tables) out_ << render_result_table(t);
+  out_ << render_sync_sites(s);
+  for (const auto& v : s.variants) {
+    for (const auto& w : v.warnings) out_ << "  warning (" << v.name << "): " << w << "\n";
+  }
+  out_.flush();
+}
+
+void ConsoleReporter::on_run_done(const RunReport& report) {
+  if (!report.warnings.empty()) out_ << "\n";
+  for (const auto& w : report.warnings) out_ << "***WARNING*** " << w << "\n";
+  out_.flush();
+}
+
+}  // namespace harness

@@ -1,0 +1,89 @@
+#include "harness/report/format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+
+namespace harness {
+namespace {
+
+constexpr double kExactIntegerLimit = 9007199254740992.0;  // 2^53
+
+bool is_integral(double value) {
+  return std::isfinite(value) && std::floor(value) == value &&
+         std::fabs(value) < kExactIntegerLimit;
+}
+
+std::string printf_double(const char* format, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, value);
+  return buffer;
+}
+
+// "%.3f" without trailing zeros, keeping `min_decimals` of them.
+std::string trimmed_fixed(double value, size_t min_decimals) {
+  std::string text = printf_double("%.3f", value);
+  const size_t dot = text.find('.');
+  size_t end = text.size();
+  while (end > dot + 1 + min_decimals && text[end - 1] == '0') --end;
+  if (end == dot + 1) --end;  // no decimals left: drop the point
+  return text.substr(0, end);
+}
+
+std::optional<double> value_of(const VariantResult& v, const std::string& path) {
+  const Measurement* m = find_metric(v, path);
+  return m != nullptr ? m->value : std::nullopt;
+}
+
+}  // namespace
+
+std::string format_number(double value) {
+  if (!std::isfinite(value)) return "-";
+  if (is_integral(value)) return std::to_string(static_cast<int64_t>(value));
+  if (std::fabs(value) < 0.001) return printf_double("%.3g", value);
+  return trimmed_fixed(value, 0);
+}
+
+std::string format_per_step(const std::optional<double>& value) {
+  if (!value || !std::isfinite(*value)) return "-";
+  if (is_integral(*value)) return std::to_string(static_cast<int64_t>(*value));
+  return printf_double("%.2f", *value);
+}
+
+std::string format_duration_ns(double ns) {
+  if (std::fabs(ns) < 1e6) return printf_double("%.1f µs", ns / 1e3);
+  if (std::fabs(ns) < 1e9) return printf_double("%.2f ms", ns / 1e6);
+  return printf_double("%.2f s", ns / 1e9);
+}
+
+std::string format_ratio(double ratio) { return trimmed_fixed(ratio, 1); }
+
+std::vector<std::string> variant_summary_header() {
+  return {"variant",  "steps",     "launch/step", "H2D/step", "D2H/step",
+          "D2D/step", "sync/step", "step time",   "correct"};
+}
+
+std::string variant_summary_alignment() { return "lrrrrrrrl"; }
+
+std::vector<std::string> variant_summary_cells(const VariantResult& v) {
+  if (!v.ran) return {v.name, "FAILED: " + v.error};
+  std::vector<std::string> cells = {v.name, std::to_string(v.measured_steps)};
+  for (const char* name : {"launch.count", "h2d.count", "d2h.count", "d2d.count", "sync.count"}) {
+    cells.push_back(format_per_step(value_of(v, std::string("per_step.") + name)));
+  }
+  const std::optional<double> median = value_of(v, "timing.step_time.median");
+  cells.push_back(median && std::isfinite(*median) ? format_duration_ns(*median) : "-");
+  cells.push_back(!v.correctness.checked ? "-" : v.correctness.passed ? "yes" : "no");
+  return cells;
+}
+
+std::vector<SyncSite> top_sync_sites(const VariantResult& variant) {
+  std::vector<SyncSite> sites = variant.sync_sites;
+  std::stable_sort(sites.begin(), sites.end(),
+                   [](const SyncSite& a, const SyncSite& b) { return a.count > b.count; });
+  if (sites.size() > kSyncSitesShown) sites.resize(kSyncSitesShown);
+  return sites;
+}
+
+}  // namespace harness

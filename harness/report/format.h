@@ -1,0 +1,32 @@
+#pragma once
+// How results print for humans (console, markdown, gate messages). Machine output (the JSON report)
+// keeps full values; these functions only round for reading.
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/report/result.h"
+
+namespace harness {
+
+// Integral values as integers ("12"), others with up to 3 decimals ("2.4", "0.333").
+std::string format_number(double value);
+// Per-step values: integral as integers ("12"), others with 2 decimals ("2.40"); "-" when missing.
+std::string format_per_step(const std::optional<double>& value);
+// A time in nanoseconds, in the unit that reads best: "812.3 µs", "1.23 ms", "2.50 s".
+std::string format_duration_ns(double ns);
+// A ratio with at least one decimal: "1.0", "1.25".
+std::string format_ratio(double ratio);
+
+// The one-row summary of a variant that the console and markdown reporters both show: variant,
+// steps, launch/H2D/D2H/D2D/sync per step, median step time and correctness. A variant that failed
+// to run has two cells: its name and "FAILED: <error>".
+std::vector<std::string> variant_summary_header();
+std::string variant_summary_alignment();  // TextTable alignment of the columns above
+std::vector<std::string> variant_summary_cells(const VariantResult& variant);
+
+// The sync sites reporters show per variant: the `kSyncSitesShown` most frequent ones.
+inline constexpr size_t kSyncSitesShown = 10;
+std::vector<SyncSite> top_sync_sites(const VariantResult& variant);
+
+}  // namespace harness

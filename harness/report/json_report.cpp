@@ -1,0 +1,156 @@
+// Writing reports: RunReport -> JSON, and the report files themselves (atomic write, checked read).
+#include "harness/report/json_report.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "harness/errors.h"
+
+namespace harness {
+namespace {
+
+// Integral values (below 2^53, where doubles are exact) as JSON integers, others as doubles;
+// missing and non-finite values as null.
+ReportJson value_json(const std::optional<double>& value) {
+  constexpr double kExactIntegerLimit = 9007199254740992.0;  // 2^53
+  if (!value || !std::isfinite(*value)) return nullptr;
+  if (std::floor(*value) == *value && std::fabs(*value) < kExactIntegerLimit) {
+    return static_cast<int64_t>(*value);
+  }
+  return *value;
+}
+
+// Writes measurement lists as {name: value} and owns the "measurements" dictionary that holds the
+// unit and description of each name, taken from its first occurrence. A measurement whose unit or
+// description differs from that entry is written inline as {"value", "unit", "description"}, so
+// nothing is lost in a round trip.
+class MeasurementWriter {
+ public:
+  ReportJson list(const std::vector<Measurement>& measurements) {
+    ReportJson out = ReportJson::object();
+    for (const auto& m : measurements) out[m.name] = value(m);
+    return out;
+  }
+
+  const ReportJson& dictionary() const { return dictionary_; }
+
+ private:
+  ReportJson value(const Measurement& m) {
+    auto entry = dictionary_.find(m.name);
+    if (entry == dictionary_.end()) {
+      dictionary_[m.name] = {{"unit", m.unit}, {"description", m.description}};
+    } else if ((*entry)["unit"] != m.unit || (*entry)["description"] != m.description) {
+      return {{"value", value_json(m.value)}, {"unit", m.unit}, {"description", m.description}};
+    }
+    return value_json(m.value);
+  }
+
+  ReportJson dictionary_ = ReportJson::object();
+};
+
+ReportJson provenance_json(const Provenance& p) {
+  return {{"tool_version", p.tool_version},
+          {"git_sha", p.git_sha},
+          {"git_dirty", p.git_dirty},
+          {"argv", p.argv},
+          {"build_type", p.build_type},
+          {"libtorch_version", p.libtorch_version},
+          {"cuda_version", p.cuda_version},
+          {"cupti_version", p.cupti_version},
+          {"device", p.device},
+          {"device_name", p.device_name},
+          {"instrument", p.instrument},
+          {"instrument_status", p.instrument_status},
+          {"hostname", p.hostname},
+          {"started_at", p.started_at},
+          {"world_size", p.world_size}};
+}
+
+ReportJson variant_json(const VariantResult& v, MeasurementWriter& writer) {
+  ReportJson out = {{"name", v.name}, {"axes", v.axes}, {"status", v.ran ? "ok" : "failed"}};
+  if (!v.ran) out["error"] = v.error;
+  out["measured_steps"] = v.measured_steps;
+  out["per_step"] = writer.list(v.per_step);
+  out["total"] = writer.list(v.total);
+  ReportJson& phases = out["phases"] = ReportJson::object();
+  for (const auto& [phase, list] : v.phases) phases[phase] = writer.list(list);
+  out["launches_by_op"] = v.launches_by_op;
+  ReportJson& sites = out["sync_sites"] = ReportJson::array();
+  for (const auto& s : v.sync_sites) {
+    sites.push_back({{"phase", s.phase}, {"op", s.op}, {"reason", s.reason}, {"count", s.count}});
+  }
+  out["timing"] = writer.list(v.timing);
+  out["correctness"] = {{"checked", v.correctness.checked},
+                        {"passed", v.correctness.passed},
+                        {"detail", v.correctness.detail}};
+  out["warnings"] = v.warnings;
+  return out;
+}
+
+ReportJson scenario_json(const ScenarioResult& s, MeasurementWriter& writer) {
+  ReportJson out = {{"name", s.name},
+                    {"description", s.description},
+                    {"measured_window", s.measured_window},
+                    {"config", s.config}};
+  ReportJson& variants = out["variants"] = ReportJson::array();
+  for (const auto& v : s.variants) variants.push_back(variant_json(v, writer));
+  ReportJson& tables = out["tables"] = ReportJson::array();
+  for (const auto& t : s.tables) {
+    tables.push_back({{"title", t.title}, {"columns", t.columns}, {"rows", t.rows}});
+  }
+  return out;
+}
+
+[[noreturn]] void fail_write(const std::string& path, const std::string& tmp, int error) {
+  std::remove(tmp.c_str());
+  throw InputError("cannot write '" + path + "': " + std::strerror(error));
+}
+
+}  // namespace
+
+ReportJson to_json(const RunReport& report) {
+  MeasurementWriter writer;
+  ReportJson out = {{"schema_version", kReportSchemaVersion},
+                    {"provenance", provenance_json(report.provenance)},
+                    {"warnings", report.warnings}};
+  ReportJson& scenarios = out["scenarios"] = ReportJson::array();
+  for (const auto& s : report.scenarios) scenarios.push_back(scenario_json(s, writer));
+  out["measurements"] = writer.dictionary();
+  return out;
+}
+
+RunReport read_report_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot read report '" + path + "': " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InputError("cannot read report '" + path + "': read error");
+  try {
+    return report_from_json(ReportJson::parse(text.str()), path);
+  } catch (const ReportJson::parse_error& e) {
+    throw InputError("report '" + path + "' is not valid JSON: " + e.what());
+  }
+}
+
+void write_report_file(const std::string& path, const RunReport& report) {
+  write_file_atomically(path, to_json(report).dump(2) + "\n");
+}
+
+void write_file_atomically(const std::string& path, const std::string& contents) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  std::FILE* file = std::fopen(tmp.c_str(), "wb");
+  if (file == nullptr) fail_write(path, tmp, errno);
+  const bool written = std::fwrite(contents.data(), 1, contents.size(), file) == contents.size();
+  const int write_error = errno;
+  if (std::fclose(file) != 0 || !written) fail_write(path, tmp, written ? errno : write_error);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail_write(path, tmp, errno);
+}
+
+}  // namespace harness

@@ -1,0 +1,44 @@
+#pragma once
+// The versioned JSON form of a RunReport, and the files that hold it.
+//
+// The layout and its versioning rules are documented in reports/schema/report-v1.md (JSON Schema:
+// reports/schema/report-v1.schema.json). In short: values are compact (measurement name -> number)
+// and the unit and description of every measurement name are written once, in the top-level
+// "measurements" dictionary. The JSON is valid by construction: a value that was not measured, or
+// that is not finite, is null, never NaN.
+//
+// Objects keep the order in which they were written (nlohmann::ordered_json), so the file reads
+// top-down (schema version, provenance, warnings, scenarios) and a round trip keeps the order of
+// measurements. A nlohmann::json converts to and from ReportJson implicitly.
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "harness/report/result.h"
+
+namespace harness {
+
+using ReportJson = nlohmann::ordered_json;
+
+// The schema version written into every report; readers accept any version with this major.
+inline constexpr const char* kReportSchemaVersion = "1.0.0";
+inline constexpr int kReportSchemaMajor = 1;
+
+ReportJson to_json(const RunReport& report);
+
+// Reads a report (typically a baseline). Unknown fields are ignored. Throws InputError naming
+// `source_name` and the offending field when the JSON is not a report of schema major version 1.
+RunReport report_from_json(const ReportJson& json, const std::string& source_name);
+
+// Reads and parses a report file. Throws InputError when it cannot be read, is not JSON (the
+// message carries the parser's position) or is not a valid report.
+RunReport read_report_file(const std::string& path);
+
+// Writes the report as indented JSON, atomically (see write_file_atomically).
+void write_report_file(const std::string& path, const RunReport& report);
+
+// Writes `contents` to `path + ".tmp.<pid>"` in the same directory, then renames it over `path`, so
+// a reader never sees a half-written file. On failure it removes the temporary file and throws
+// InputError naming the path and the reason.
+void write_file_atomically(const std::string& path, const std::string& contents);
+
+}  // namespace harness

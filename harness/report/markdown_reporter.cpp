@@ -1,0 +1,116 @@
+// MarkdownReporter: a summary for pull-request comments and CI job summaries.
+#include <sstream>
+#include <utility>
+
+#include "harness/report/format.h"
+#include "harness/report/json_report.h"
+#include "harness/report/reporter.h"
+
+namespace harness {
+namespace {
+
+// A table cell: pipes escaped, line breaks flattened.
+std::string cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else {
+      out += (c == '\n' || c == '\r') ? ' ' : c;
+    }
+  }
+  return out;
+}
+
+void write_table(std::ostringstream& out, const std::vector<std::string>& header,
+                 const std::string& alignment, const std::vector<std::vector<std::string>>& rows) {
+  out << "|";
+  for (const auto& h : header) out << " " << cell(h) << " |";
+  out << "\n|";
+  for (size_t i = 0; i < header.size(); ++i) {
+    out << (i < alignment.size() && alignment[i] == 'r' ? " --: |" : " :-- |");
+  }
+  out << "\n";
+  for (const auto& row : rows) {
+    out << "|";
+    for (size_t i = 0; i < header.size(); ++i) {
+      out << " " << (i < row.size() ? cell(row[i]) : "") << " |";
+    }
+    out << "\n";
+  }
+}
+
+void write_provenance(std::ostringstream& out, const Provenance& p) {
+  const std::pair<const char*, std::string> fields[] = {
+      {"tool version", p.tool_version},
+      {"git", p.git_sha.empty() ? "" : p.git_sha + (p.git_dirty ? " (dirty)" : "")},
+      {"build type", p.build_type},
+      {"LibTorch", p.libtorch_version},
+      {"CUDA", p.cuda_version},
+      {"CUPTI", p.cupti_version},
+      {"device", p.device + (p.device_name.empty() ? "" : " (" + p.device_name + ")")},
+      {"instrument",
+       p.instrument + (p.instrument_status.empty() ? "" : " (" + p.instrument_status + ")")},
+      {"world size", std::to_string(p.world_size)},
+      {"host", p.hostname},
+      {"started at", p.started_at},
+  };
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& [name, value] : fields) {
+    if (!value.empty()) rows.push_back({name, value});
+  }
+  std::string argv;
+  for (const auto& a : p.argv) argv += (argv.empty() ? "" : " ") + a;
+  if (!argv.empty()) rows.push_back({"command", "`" + argv + "`"});
+  write_table(out, {"provenance", ""}, "ll", rows);
+}
+
+void write_scenario(std::ostringstream& out, const ScenarioResult& s) {
+  out << "\n## " << s.name << "\n\n";
+  if (!s.description.empty()) out << s.description << "\n\n";
+  if (!s.measured_window.empty()) out << "Measured window: " << s.measured_window << "\n\n";
+  if (!s.config.empty()) {
+    out << "Config:";
+    for (const auto& [key, value] : s.config) out << " `" << key << "=" << value << "`";
+    out << "\n\n";
+  }
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& v : s.variants) rows.push_back(variant_summary_cells(v));
+  write_table(out, variant_summary_header(), variant_summary_alignment(), rows);
+  for (const auto& t : s.tables) {
+    out << "\n### " << t.title << "\n\n";
+    write_table(out, t.columns, "", t.rows);
+  }
+  std::vector<std::vector<std::string>> sites;
+  for (const auto& v : s.variants) {
+    for (const auto& site : top_sync_sites(v)) {
+      sites.push_back({v.name, site.phase, site.op, site.reason, std::to_string(site.count)});
+    }
+  }
+  if (!sites.empty()) {
+    out << "\nSync sites (count in the measured window):\n\n";
+    write_table(out, {"variant", "phase", "op", "reason", "count"}, "llllr", sites);
+  }
+  for (const auto& v : s.variants) {
+    for (const auto& w : v.warnings) out << "\n> **Warning** (" << v.name << "): " << w << "\n";
+  }
+}
+
+}  // namespace
+
+std::string render_markdown(const RunReport& report) {
+  std::ostringstream out;
+  out << "# Benchmark report\n\n";
+  write_provenance(out, report.provenance);
+  for (const auto& w : report.warnings) out << "\n> **Warning:** " << w << "\n";
+  for (const auto& s : report.scenarios) write_scenario(out, s);
+  return out.str();
+}
+
+MarkdownReporter::MarkdownReporter(std::string path) : path_(std::move(path)) {}
+
+void MarkdownReporter::on_run_done(const RunReport& report) {
+  write_file_atomically(path_, render_markdown(report));
+}
+
+}  // namespace harness

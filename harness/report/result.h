@@ -1,0 +1,111 @@
+#pragma once
+// The typed results of a run: what scenarios produce and what reporters and gates read.
+//
+// Results are self-describing: every number is a Measurement with a hierarchical name, a unit and a
+// description, so that a reporter or a gate never needs to know which instrument produced it.
+// Adding an instrument adds measurements, not fields.
+//
+// Flow: scenario -> VariantResult (one per variant) -> ScenarioResult -> RunReport -> reporters,
+// gates.
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace harness {
+
+// One number. `value` is empty when the instrument did not measure it: it is written as JSON null,
+// never as 0 (a count that was not measured must not look like data).
+struct Measurement {
+  std::string name;             // hierarchical, dot-separated, e.g. "d2h.count", "step_time.median"
+  std::optional<double> value;  // integral for counts and bytes; nanoseconds for times
+  std::string unit;             // "count", "bytes", "ns", "ratio", ...
+  std::string description;      // one line, for humans
+};
+
+// Where host-device synchronisations came from: the op that caused them and its innermost phase.
+struct SyncSite {
+  std::string phase;   // e.g. "optimizer.step"
+  std::string op;      // e.g. "aten::_local_scalar_dense"
+  std::string reason;  // e.g. "item", "blocking copy D2H", "device synchronize"
+  int64_t count = 0;
+};
+
+struct Correctness {
+  bool checked = false;  // false: the variant has no correctness check
+  bool passed = false;
+  std::string detail;    // what was compared and how it came out
+};
+
+// The outcome of one variant of one scenario (on one rank, or merged over ranks).
+struct VariantResult {
+  std::string name;                          // unique within the scenario, e.g. "resume_move_all/foreach"
+  std::map<std::string, std::string> axes;   // the variant's coordinates, e.g. {"impl": "foreach"}
+  bool ran = false;                          // false: it failed; `error` says why
+  std::string error;
+  int64_t measured_steps = 0;                // steps in the measured window
+  // Counts of the measured window: divided by measured_steps, and in total.
+  std::vector<Measurement> per_step;
+  std::vector<Measurement> total;
+  // Counts of the measured window by innermost phase (key: phase name, e.g. "optimizer.step").
+  std::map<std::string, std::vector<Measurement>> phases;
+  std::map<std::string, int64_t> launches_by_op;  // measured window, op name -> launches
+  std::vector<SyncSite> sync_sites;               // measured window
+  std::vector<Measurement> timing;                // e.g. "step_time.median" in ns
+  Correctness correctness;
+  std::vector<std::string> warnings;
+};
+
+// A table a scenario wants shown as such (for example a scaling sweep); cells are strings so that
+// reporters print them verbatim; the same numbers are also in the variants' measurements.
+struct ResultTable {
+  std::string title;
+  std::vector<std::string> columns;
+  std::vector<std::vector<std::string>> rows;
+};
+
+struct ScenarioResult {
+  std::string name;                            // registry name, e.g. "resume_adam"
+  std::string description;                     // one line
+  std::string measured_window;                 // what the counts cover, e.g. "the 5 steps after resume"
+  std::map<std::string, std::string> config;   // sizes and settings actually used
+  std::vector<VariantResult> variants;
+  std::vector<ResultTable> tables;
+};
+
+// Where a report came from (see reports/schema/report-v1.md).
+struct Provenance {
+  std::string tool_version;
+  std::string git_sha;
+  bool git_dirty = false;
+  std::vector<std::string> argv;
+  std::string build_type;
+  std::string libtorch_version;
+  std::string cuda_version;        // empty: not built with CUDA
+  std::string cupti_version;       // empty: not built with CUPTI
+  std::string device;              // "sim", "cuda", "cpu"
+  std::string device_name;         // e.g. "sim (simulated accelerator, host memory)", "NVIDIA H100"
+  std::string instrument;          // "dispatcher", "cupti", "ops-only"
+  std::string instrument_status;   // "ok", or why it is degraded / unavailable
+  std::string hostname;
+  std::string started_at;          // ISO 8601 UTC
+  int world_size = 1;
+};
+
+struct RunReport {
+  Provenance provenance;
+  std::vector<std::string> warnings;  // about the trust in the numbers: debug build, sim device, ...
+  std::vector<ScenarioResult> scenarios;
+};
+
+// Lookup helpers used by gates and reporters. Metric paths address a variant's measurements:
+//   "per_step.<name>", "total.<name>", "timing.<name>", "phase[<phase>].<name>"
+// Returns nullptr when the path names no measurement of the variant.
+const Measurement* find_metric(const VariantResult& variant, const std::string& path);
+// Every metric path of the variant, in the order above (for messages that list what exists).
+std::vector<std::string> metric_paths(const VariantResult& variant);
+const VariantResult* find_variant(const ScenarioResult& scenario, const std::string& name);
+const ScenarioResult* find_scenario(const RunReport& report, const std::string& name);
+
+}  // namespace harness

@@ -1,0 +1,106 @@
+// Adam's foreach implementation: _multi_tensor_adam of torch/optim/adam.py (PyTorch 2.11),
+// capturable=False, differentiable=False, real parameters.
+#include <ATen/ops/_foreach_add.h>
+#include <ATen/ops/_foreach_addcdiv.h>
+#include <ATen/ops/_foreach_addcmul.h>
+#include <ATen/ops/_foreach_div.h>
+#include <ATen/ops/_foreach_lerp.h>
+#include <ATen/ops/_foreach_maximum.h>
+#include <ATen/ops/_foreach_mul.h>
+#include <ATen/ops/_foreach_neg.h>
+#include <ATen/ops/_foreach_sqrt.h>
+#include <ATen/ops/scalar_tensor.h>
+
+#include <cmath>
+#include <tuple>
+
+#include "harness/runtime/adam.h"
+
+namespace harness::runtime {
+namespace {
+
+// Optimizer._group_tensors_by_device_and_dtype: indices grouped by the parameter's device and
+// dtype, groups in order of first appearance.
+std::vector<std::vector<size_t>> group_by_device_and_dtype(const std::vector<at::Tensor>& params) {
+  std::vector<std::tuple<c10::Device, at::ScalarType, std::vector<size_t>>> groups;
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto key = std::make_pair(params[i].device(), params[i].scalar_type());
+    auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
+      return std::get<0>(g) == key.first && std::get<1>(g) == key.second;
+    });
+    if (it == groups.end()) {
+      groups.emplace_back(key.first, key.second, std::vector<size_t>{i});
+    } else {
+      std::get<2>(*it).push_back(i);
+    }
+  }
+  std::vector<std::vector<size_t>> out;
+  for (auto& g : groups) out.push_back(std::move(std::get<2>(g)));
+  return out;
+}
+
+std::vector<at::Tensor> pick(const std::vector<at::Tensor>& all, const std::vector<size_t>& idx) {
+  std::vector<at::Tensor> out;
+  out.reserve(idx.size());
+  for (size_t i : idx) out.push_back(all[i]);
+  return out;
+}
+
+}  // namespace
+
+void Adam::multi_tensor_adam(Group& g) {
+  const AdamOptions& o = options_;
+  for (const std::vector<size_t>& idx : group_by_device_and_dtype(g.params)) {
+    std::vector<at::Tensor> params = pick(g.params, idx);
+    std::vector<at::Tensor> grads = pick(g.grads, idx);
+    std::vector<at::Tensor> exp_avgs = pick(g.exp_avgs, idx);
+    std::vector<at::Tensor> exp_avg_sqs = pick(g.exp_avg_sqs, idx);
+    std::vector<at::Tensor> steps = pick(g.steps, idx);
+
+    if (o.maximize) grads = at::_foreach_neg(grads);
+
+    // "If steps are on CPU, foreach will fall back to the slow path": wrap 1 once.
+    if (steps[0].device().is_cpu()) {
+      at::_foreach_add_(steps, at::scalar_tensor(1.0, at::TensorOptions().dtype(at::kFloat)), 1.0);
+    } else {
+      at::_foreach_add_(steps, 1);
+    }
+
+    if (o.weight_decay != 0) {
+      if (o.decoupled_weight_decay) {
+        at::_foreach_mul_(params, 1 - o.lr * o.weight_decay);
+      } else if (o.maximize) {
+        at::_foreach_add_(grads, params, o.weight_decay);
+      } else {
+        grads = at::_foreach_add(grads, params, o.weight_decay);
+      }
+    }
+
+    at::_foreach_lerp_(exp_avgs, grads, 1 - o.beta1);
+    at::_foreach_mul_(exp_avg_sqs, o.beta2);
+    at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - o.beta2);
+
+    // Not capturable: bias corrections as host numbers, one `_get_value(step)` (an `.item()`)
+    // per step tensor for each of the two corrections.
+    std::vector<double> bias_correction1, bias_correction2;
+    for (const at::Tensor& s : steps) bias_correction1.push_back(1 - std::pow(o.beta1, s.item<double>()));
+    for (const at::Tensor& s : steps) bias_correction2.push_back(1 - std::pow(o.beta2, s.item<double>()));
+    std::vector<c10::Scalar> step_size, bias_correction2_sqrt;
+    for (double bc : bias_correction1) step_size.emplace_back((o.lr / bc) * -1);
+    for (double bc : bias_correction2) bias_correction2_sqrt.emplace_back(std::pow(bc, 0.5));
+
+    std::vector<at::Tensor> exp_avg_sq_sqrt;
+    if (o.amsgrad) {
+      std::vector<at::Tensor> max_exp_avg_sqs = pick(g.max_exp_avg_sqs, idx);
+      at::_foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs);
+      exp_avg_sq_sqrt = at::_foreach_sqrt(max_exp_avg_sqs);
+    } else {
+      exp_avg_sq_sqrt = at::_foreach_sqrt(exp_avg_sqs);
+    }
+    at::_foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt);
+    at::_foreach_add_(exp_avg_sq_sqrt, o.eps);
+    at::_foreach_addcdiv_(params, exp_avgs, exp_avg_sq_sqrt, step_size);
+  }
+}
+
+}  // namespace harness::runtime

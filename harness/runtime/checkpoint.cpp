@@ -1,0 +1,153 @@
+#include "harness/runtime/checkpoint.h"
+
+#include <ATen/core/Dict.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <unistd.h>
+
+#include "harness/errors.h"
+
+namespace harness::runtime {
+namespace {
+
+using Dict = c10::Dict<c10::IValue, c10::IValue>;
+
+Dict new_dict(const c10::TypePtr& key) { return Dict(key, c10::AnyType::get()); }
+
+c10::IValue optimizer_to_ivalue(const OptimizerStateDict& sd) {
+  Dict state = new_dict(c10::IntType::get());
+  for (const auto& [index, entries] : sd.state) {
+    Dict per_param = new_dict(c10::StringType::get());
+    for (const auto& [key, tensor] : entries) per_param.insert(key, tensor.to(at::kCPU));
+    state.insert(index, per_param);
+  }
+  c10::List<c10::IValue> groups(c10::AnyType::get());
+  for (const auto& group : sd.param_groups) {
+    Dict g = new_dict(c10::StringType::get());
+    for (const auto& [key, value] : group.options) g.insert(key, value);
+    g.insert("params", c10::List<int64_t>(group.params));
+    groups.push_back(g);
+  }
+  Dict out = new_dict(c10::StringType::get());
+  out.insert("state", state);
+  out.insert("param_groups", groups);
+  return out;
+}
+
+[[noreturn]] void corrupt(const std::string& path, const std::string& what) {
+  throw InputError("checkpoint '" + path + "' is corrupt or not a harness checkpoint: " + what);
+}
+
+c10::IValue get(const Dict& d, const char* key, const std::string& path) {
+  auto it = d.find(key);
+  if (it == d.end()) corrupt(path, std::string("missing key '") + key + "'");
+  return it->value();
+}
+
+OptimizerStateDict optimizer_from_ivalue(const c10::IValue& v, const std::string& path) {
+  if (!v.isGenericDict()) corrupt(path, "optimizer state is not a dict");
+  const Dict d = v.toGenericDict();
+  OptimizerStateDict sd;
+  c10::IValue state = get(d, "state", path);
+  if (!state.isGenericDict()) corrupt(path, "optimizer 'state' is not a dict");
+  for (const auto& entry : state.toGenericDict()) {
+    if (!entry.key().isInt() || !entry.value().isGenericDict()) {
+      corrupt(path, "optimizer 'state' entries must map parameter indices to dicts");
+    }
+    auto& per_param = sd.state[entry.key().toInt()];
+    for (const auto& kv : entry.value().toGenericDict()) {
+      if (!kv.key().isString() || !kv.value().isTensor()) {
+        corrupt(path, "optimizer state of a parameter must map names to tensors");
+      }
+      per_param[kv.key().toStringRef()] = kv.value().toTensor();
+    }
+  }
+  c10::IValue groups = get(d, "param_groups", path);
+  if (!groups.isList()) corrupt(path, "optimizer 'param_groups' is not a list");
+  for (const c10::IValue& g : groups.toListRef()) {
+    if (!g.isGenericDict()) corrupt(path, "a parameter group is not a dict");
+    OptimizerStateDict::Group group;
+    for (const auto& kv : g.toGenericDict()) {
+      if (!kv.key().isString()) corrupt(path, "a parameter group has a non-string key");
+      if (kv.key().toStringRef() == "params") {
+        if (!kv.value().isIntList()) corrupt(path, "a parameter group's 'params' is not a list");
+        group.params = kv.value().toIntVector();
+      } else {
+        group.options[kv.key().toStringRef()] = kv.value();
+      }
+    }
+    sd.param_groups.push_back(std::move(group));
+  }
+  return sd;
+}
+
+}  // namespace
+
+void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
+  Dict model = new_dict(c10::StringType::get());
+  for (const auto& [name, tensor] : checkpoint.model) model.insert(name, tensor.to(at::kCPU));
+  c10::List<c10::IValue> optimizers(c10::AnyType::get());
+  optimizers.push_back(optimizer_to_ivalue(checkpoint.optimizer));
+  Dict root = new_dict(c10::StringType::get());
+  root.insert("format", std::string(kCheckpointFormat));
+  root.insert("global_step", checkpoint.global_step);
+  root.insert("state_dict", model);
+  root.insert("optimizer_states", optimizers);
+
+  const std::vector<char> bytes = torch::jit::pickle_save(root);
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::remove(tmp.c_str());
+      throw InputError("cannot write checkpoint '" + path + "'");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw InputError("cannot move checkpoint into place at '" + path + "'");
+  }
+}
+
+Checkpoint load_checkpoint(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot read checkpoint '" + path + "'");
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue root;
+  try {
+    root = torch::jit::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    corrupt(path, std::string("cannot unpickle (") + e.what() + ")");
+  }
+  if (!root.isGenericDict()) corrupt(path, "top level is not a dict");
+  const Dict d = root.toGenericDict();
+  c10::IValue format = get(d, "format", path);
+  if (!format.isString() || format.toStringRef() != kCheckpointFormat) {
+    corrupt(path, std::string("format is not '") + kCheckpointFormat + "'");
+  }
+  Checkpoint ckpt;
+  c10::IValue step = get(d, "global_step", path);
+  if (!step.isInt() || step.toInt() < 0) corrupt(path, "'global_step' is not a step number");
+  ckpt.global_step = step.toInt();
+  c10::IValue model = get(d, "state_dict", path);
+  if (!model.isGenericDict()) corrupt(path, "'state_dict' is not a dict");
+  for (const auto& kv : model.toGenericDict()) {
+    if (!kv.key().isString() || !kv.value().isTensor()) {
+      corrupt(path, "'state_dict' must map names to tensors");
+    }
+    ckpt.model.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
+  }
+  c10::IValue optimizers = get(d, "optimizer_states", path);
+  if (!optimizers.isList() || optimizers.toListRef().size() != 1) {
+    corrupt(path, "'optimizer_states' must hold exactly one optimizer");
+  }
+  ckpt.optimizer = optimizer_from_ivalue(optimizers.toListRef()[0], path);
+  return ckpt;
+}
+
+}  // namespace harness::runtime

@@ -1,0 +1,26 @@
+#pragma once
+// Which device a run uses: `--device auto|sim|cuda|cpu`, resolved once in bench.
+#include <c10/core/Device.h>
+
+#include <string>
+
+namespace harness::runtime {
+
+enum class DeviceKind { Sim, Cuda, Cpu };
+const char* to_string(DeviceKind kind);
+
+struct DeviceSelection {
+  DeviceKind kind;
+  std::string description;  // e.g. "sim (simulated accelerator, host memory)"
+  // The device of rank `rank` (sim:rank, cuda:rank, or cpu).
+  c10::Device device(int rank = 0) const;
+};
+
+// Resolves a `--device` value; initialises the sim backend when it is chosen.
+// Throws InputError for an unknown name or a device this build or machine cannot use.
+DeviceSelection select_device(const std::string& requested);
+
+// Whether this build can drive CUDA and a GPU is usable.
+bool cuda_usable();
+
+}  // namespace harness::runtime

@@ -1,0 +1,36 @@
+#pragma once
+// MlpRegression: an MLP of torch::nn::Linear layers with ReLU between them, trained on MSE loss
+// with Adam. Initialisation is deterministic for a given seed.
+#include <torch/nn/modules/container/sequential.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "harness/runtime/adam.h"
+#include "harness/runtime/module.h"
+
+namespace harness::runtime {
+
+struct MlpConfig {
+  std::vector<int64_t> widths;  // input, hidden..., output: {in, h1, ..., out}
+  uint64_t seed = 0;
+};
+
+class MlpRegression final : public TrainModule {
+ public:
+  MlpRegression(const MlpConfig& config, AdamOptions adam);
+
+  torch::nn::Module& module() override { return *layers_; }
+  at::Tensor training_step(const Batch& batch) override;
+  std::unique_ptr<Optimizer> configure_optimizers() override;
+
+  // Number of parameter tensors (weights and biases).
+  int64_t parameter_tensor_count() const { return 2 * (static_cast<int64_t>(widths_.size()) - 1); }
+
+ private:
+  std::vector<int64_t> widths_;
+  torch::nn::Sequential layers_;
+  AdamOptions adam_;
+};
+
+}  // namespace harness::runtime

@@ -1,0 +1,50 @@
+#pragma once
+// Strategy: where the model runs and how its training state is saved and restored (in the manner
+// of Lightning's Strategy). SingleDeviceStrategy is one device; its RestorePolicy says what it
+// does with the optimizer state after Optimizer::load_state_dict on resume.
+#include <c10/core/Device.h>
+
+#include <string>
+
+#include "harness/runtime/checkpoint.h"
+#include "harness/runtime/module.h"
+
+namespace harness::runtime {
+
+enum class RestorePolicy {
+  MoveAll,   // every optimizer state tensor moved to the device, `step` included (Lightning < 2.4)
+  KeepStep,  // every optimizer state tensor but `step` moved to the device (Lightning >= 2.4)
+  Rebuild,   // nothing moved: load_state_dict places state itself (PyTorch's own way)
+};
+const char* to_string(RestorePolicy policy);
+
+class Strategy {
+ public:
+  virtual ~Strategy() = default;
+  virtual c10::Device root_device() const = 0;
+  // Puts the model on the device (phase "setup").
+  virtual void setup_module(TrainModule& module) = 0;
+  virtual Batch batch_to_device(const Batch& batch) = 0;
+  virtual Checkpoint make_checkpoint(TrainModule& module, Optimizer& optimizer, int64_t step) = 0;
+  virtual void restore_checkpoint(const Checkpoint& checkpoint, TrainModule& module,
+                                  Optimizer& optimizer) = 0;
+};
+
+class SingleDeviceStrategy final : public Strategy {
+ public:
+  SingleDeviceStrategy(c10::Device device, RestorePolicy policy)
+      : device_(device), policy_(policy) {}
+
+  c10::Device root_device() const override { return device_; }
+  void setup_module(TrainModule& module) override;
+  Batch batch_to_device(const Batch& batch) override;
+  Checkpoint make_checkpoint(TrainModule& module, Optimizer& optimizer, int64_t step) override;
+  void restore_checkpoint(const Checkpoint& checkpoint, TrainModule& module,
+                          Optimizer& optimizer) override;
+
+ private:
+  c10::Device device_;
+  RestorePolicy policy_;
+};
+
+}  // namespace harness::runtime

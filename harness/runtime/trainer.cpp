@@ -1,0 +1,98 @@
+#include "harness/runtime/trainer.h"
+
+#include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/autograd.h>
+
+#include "harness/instrument/phase.h"
+
+namespace harness::runtime {
+
+void CheckpointCallback::on_train_step_end(Trainer& trainer, int64_t step) {
+  if (every_n_steps_ > 0 && step % every_n_steps_ == 0) trainer.save_checkpoint(path_for(step));
+}
+
+std::string CheckpointCallback::path_for(int64_t step) const {
+  return directory_ + "/step=" + std::to_string(step) + ".ckpt";
+}
+
+Trainer::Trainer(Strategy& strategy, const SyntheticRegressionData& data, TrainerConfig config)
+    : strategy_(strategy), data_(data), config_(config) {}
+
+void Trainer::setup(TrainModule& module) {
+  if (module_ == &module) return;
+  Phase phase("setup");
+  strategy_.setup_module(module);
+  optimizer_ = module.configure_optimizers();  // after the model is on its device
+  module_ = &module;
+}
+
+void Trainer::fit(TrainModule& module, const std::optional<std::string>& ckpt_path) {
+  setup(module);
+  if (ckpt_path) {
+    Phase phase("checkpoint.load");
+    const Checkpoint ckpt = load_checkpoint(*ckpt_path);
+    strategy_.restore_checkpoint(ckpt, module, *optimizer_);
+    global_step_ = ckpt.global_step;
+  }
+  module.module().train();
+  while (global_step_ < config_.max_steps) train_step(module);
+}
+
+void Trainer::train_step(TrainModule& module) {
+  const int64_t step = global_step_ + 1;
+  for (TrainerCallback* cb : callbacks_) cb->on_train_step_start(*this, step);
+  {
+    Phase phase("train.step");
+    Batch batch;
+    {
+      Phase p("train.data");
+      batch = strategy_.batch_to_device(data_.batch(global_step_));
+    }
+    {
+      Phase p("train.zero_grad");
+      optimizer_->zero_grad(/*set_to_none=*/true);
+    }
+    at::Tensor loss;
+    {
+      Phase p("train.forward");
+      loss = module.training_step(batch);
+    }
+    {
+      Phase p("train.backward");
+      torch::autograd::backward({loss});
+    }
+    {
+      Phase p("optimizer.step");
+      optimizer_->step();
+    }
+  }
+  global_step_ = step;
+  for (TrainerCallback* cb : callbacks_) cb->on_train_step_end(*this, step);
+}
+
+void Trainer::save_checkpoint(const std::string& path) {
+  TORCH_CHECK(module_ != nullptr && optimizer_, "save_checkpoint before fit()");
+  Phase phase("checkpoint.save");
+  runtime::save_checkpoint(strategy_.make_checkpoint(*module_, *optimizer_, global_step_), path);
+}
+
+double Trainer::evaluate(TrainModule& module, const char* phase_name, int64_t first_batch) {
+  setup(module);
+  Phase phase(phase_name);
+  module.module().eval();
+  c10::AutoGradMode no_grad(false);
+  at::Tensor total = at::zeros({}, at::TensorOptions().device(strategy_.root_device()));
+  for (int64_t i = 0; i < config_.eval_batches; ++i) {
+    Batch batch = strategy_.batch_to_device(data_.batch(first_batch + i));
+    total.add_(module.validation_step(batch));
+  }
+  module.module().train();
+  return total.item<double>() / static_cast<double>(config_.eval_batches);
+}
+
+// Evaluation batches come from far beyond the training batches' indices.
+double Trainer::validate(TrainModule& module) { return evaluate(module, "validate", 1 << 20); }
+double Trainer::test(TrainModule& module) { return evaluate(module, "test", 1 << 21); }
+
+}  // namespace harness::runtime

@@ -1,0 +1,76 @@
+#pragma once
+// Trainer: runs fit / validate / test of a TrainModule under a Strategy (in the manner of
+// Lightning's Trainer): max steps, callbacks at step boundaries, a checkpoint callback, and resume
+// from a checkpoint path. Every part of a step runs inside its phase (train.data, train.forward,
+// train.backward, optimizer.step, ...), so the instrument attributes what it costs.
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/runtime/data.h"
+#include "harness/runtime/strategy.h"
+
+namespace harness::runtime {
+
+class Trainer;
+
+class TrainerCallback {
+ public:
+  virtual ~TrainerCallback() = default;
+  // `step` is the global step about to run / just completed (1-based once it has run).
+  virtual void on_train_step_start(Trainer&, int64_t /*step*/) {}
+  virtual void on_train_step_end(Trainer&, int64_t /*step*/) {}
+};
+
+// Saves a checkpoint every `every_n_steps` steps to `<directory>/step=<step>.ckpt`
+// (Lightning's ModelCheckpoint(every_n_train_steps=n)).
+class CheckpointCallback final : public TrainerCallback {
+ public:
+  CheckpointCallback(std::string directory, int64_t every_n_steps)
+      : directory_(std::move(directory)), every_n_steps_(every_n_steps) {}
+  void on_train_step_end(Trainer& trainer, int64_t step) override;
+  std::string path_for(int64_t step) const;
+
+ private:
+  std::string directory_;
+  int64_t every_n_steps_;
+};
+
+struct TrainerConfig {
+  int64_t max_steps = 10;
+  int64_t eval_batches = 2;  // batches per validate() / test()
+};
+
+class Trainer {
+ public:
+  Trainer(Strategy& strategy, const SyntheticRegressionData& data, TrainerConfig config);
+
+  void add_callback(TrainerCallback* callback) { callbacks_.push_back(callback); }
+
+  // Trains until max_steps; resumes from `ckpt_path` when given.
+  void fit(TrainModule& module, const std::optional<std::string>& ckpt_path = std::nullopt);
+  // Mean loss over eval_batches batches (no gradients); one host read of the result.
+  double validate(TrainModule& module);
+  double test(TrainModule& module);
+
+  void save_checkpoint(const std::string& path);
+  int64_t global_step() const { return global_step_; }
+  Optimizer* optimizer() { return optimizer_.get(); }
+
+ private:
+  void setup(TrainModule& module);
+  void train_step(TrainModule& module);
+  double evaluate(TrainModule& module, const char* phase, int64_t first_batch);
+
+  Strategy& strategy_;
+  const SyntheticRegressionData& data_;
+  TrainerConfig config_;
+  std::vector<TrainerCallback*> callbacks_;
+  TrainModule* module_ = nullptr;  // set up on this trainer's strategy
+  std::unique_ptr<Optimizer> optimizer_;
+  int64_t global_step_ = 0;
+};
+
+}  // namespace harness::runtime

@@ -1,0 +1,40 @@
+#include "harness/variant_runner.h"
+
+#include <algorithm>
+#include <chrono>
+
+namespace harness {
+
+VariantRunner::VariantRunner(RunContext& context, std::string scenario,
+                             const std::vector<std::string>& all_variants)
+    : context_(context), scenario_(std::move(scenario)) {
+  total_ = static_cast<size_t>(std::count_if(all_variants.begin(), all_variants.end(),
+                                             [&](const auto& n) { return context.wants_variant(n); }));
+}
+
+VariantResult VariantRunner::run(const std::string& name,
+                                 const std::function<void(VariantResult&)>& body) {
+  VariantResult r;
+  r.name = name;
+  const bool shown = context_.wants_variant(name);
+  if (shown) context_.progress.variant_started(scenario_, name, ++shown_, total_);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    body(r);
+    r.ran = true;
+  } catch (const std::exception& e) {
+    r.ran = false;
+    r.error = first_line(e.what());
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (shown) context_.progress.variant_finished(r, seconds);
+  return r;
+}
+
+std::string first_line(const std::string& message) {
+  const size_t end = message.find('\n');
+  return end == std::string::npos ? message : message.substr(0, end);
+}
+
+}  // namespace harness

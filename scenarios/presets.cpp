@@ -1,0 +1,32 @@
+#include "scenarios/presets.h"
+
+#include "harness/errors.h"
+
+namespace harness::scenarios {
+
+std::map<std::string, std::string> TrainingPreset::describe() const {
+  std::string w;
+  for (size_t i = 0; i < widths.size(); ++i) w += (i ? "-" : "") + std::to_string(widths[i]);
+  return {{"preset", name},
+          {"mlp_widths", w},
+          {"parameter_tensors", std::to_string(parameter_tensors())},
+          {"batch_size", std::to_string(batch_size)},
+          {"steps_before_checkpoint", std::to_string(steps_before)},
+          {"measured_steps", std::to_string(steps_before)}};
+}
+
+TrainingPreset training_preset(const RunOptions& options) {
+  TrainingPreset p;
+  if (options.preset == "small") {
+    p = {"small", {32, 64, 64, 32, 16, 4}, 64, 5};
+  } else if (options.preset == "seed") {
+    p = {"seed", {6875, 2048, 1024, 512, 256, 7}, 32768, 100};
+  } else {
+    throw InputError("unknown preset '" + options.preset + "' (known: small, seed)");
+  }
+  if (options.steps < 0) throw InputError("--steps must be positive");
+  if (options.steps > 0) p.steps_before = options.steps;
+  return p;
+}
+
+}  // namespace harness::scenarios

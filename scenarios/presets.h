@@ -1,0 +1,37 @@
+#pragma once
+// Sizes of the training scenarios: `small` fits a 2-core CI machine in seconds; `seed` has the
+// sizes of the original report (Lightning #19955: MLP 6875-2048-1024-512-256-7, batch 32768,
+// 200 steps) and is meant for a GPU.
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "harness/runtime/data.h"
+#include "harness/runtime/device.h"
+#include "harness/runtime/mlp.h"
+#include "harness/scenario.h"
+
+namespace harness::scenarios {
+
+struct TrainingPreset {
+  std::string name;
+  std::vector<int64_t> widths;
+  int64_t batch_size = 0;
+  int64_t steps_before = 0;  // steps before the checkpoint; as many are measured after it
+
+  runtime::MlpConfig model() const { return {widths, /*seed=*/42}; }
+  runtime::DataConfig data(runtime::DeviceKind device) const {
+    // Pinned host batches, as a DataLoader(pin_memory=True) gives an accelerator.
+    return {batch_size, widths.front(), widths.back(), /*seed=*/7,
+            /*pin_memory=*/device != runtime::DeviceKind::Cpu};
+  }
+  int64_t parameter_tensors() const { return 2 * (static_cast<int64_t>(widths.size()) - 1); }
+  std::map<std::string, std::string> describe() const;
+};
+
+// The preset named by options.preset, with options.steps overriding the measured steps.
+// Throws InputError for an unknown preset or a bad step count.
+TrainingPreset training_preset(const RunOptions& options);
+
+}  // namespace harness::scenarios

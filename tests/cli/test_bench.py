@@ -1,0 +1,199 @@
+"""Runs the real bench binary: console output, JSON report, gates and exit codes.
+
+Environment: BENCH (path of the bench binary), SOURCE_DIR (the repository root).
+"""
+import json
+import math
+import os
+import subprocess
+import tempfile
+import unittest
+
+BENCH = os.environ["BENCH"]
+SOURCE_DIR = os.environ["SOURCE_DIR"]
+GATE = os.path.join(SOURCE_DIR, "reports", "gates", "resume_adam.json")
+
+
+def bench(*args, timeout=600):
+    return subprocess.run([BENCH, *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL)
+
+
+def per_step(variant, name):
+    return variant["per_step"][name]
+
+
+class ResumeAdamRun(unittest.TestCase):
+    """One real run of the main job, shared by the checks below."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.report_path = os.path.join(cls.tmp.name, "report.json")
+        cls.md_path = os.path.join(cls.tmp.name, "summary.md")
+        cls.result = bench("--scenario", "resume_adam", "--device", "sim", "--out", cls.report_path,
+                        "--markdown", cls.md_path, "--gate", GATE)
+        with open(cls.report_path) as f:
+            cls.report = json.load(f, parse_constant=lambda c: (_ for _ in ()).throw(
+                ValueError("non-JSON constant " + c)))
+        cls.variants = {v["name"]: v for v in cls.report["scenarios"][0]["variants"]}
+        cls.params = int(cls.report["scenarios"][0]["config"]["parameter_tensors"])
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_exit_code_zero_and_gate_passes(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stdout + self.result.stderr)
+        self.assertIn("gate:", self.result.stdout)
+        self.assertNotIn("FAIL", self.result.stdout)
+
+    def test_console_table_lists_every_variant(self):
+        for name in self.variants:
+            self.assertIn(name, self.result.stdout)
+        self.assertIn("***WARNING*** simulated device", self.result.stdout)
+
+    def test_progress_on_stderr(self):
+        self.assertIn("[resume_adam 1/8]", self.result.stderr)
+
+    def test_report_header(self):
+        r = self.report
+        self.assertEqual(r["schema_version"].split(".")[0], "1")
+        p = r["provenance"]
+        for key in ("tool_version", "git_sha", "git_dirty", "argv", "build_type",
+                    "libtorch_version", "device", "instrument", "instrument_status"):
+            self.assertIn(key, p)
+        self.assertEqual(p["device"], "sim")
+        self.assertEqual(p["instrument_status"], "ok")
+        self.assertTrue(p["libtorch_version"].startswith("2.11"))
+
+    def test_move_all_costs_items_per_parameter(self):
+        for impl, per_param in (("foreach", 2), ("forloop", 1)):
+            fresh = self.variants["fresh/" + impl]
+            moved = self.variants["resume_move_all/" + impl]
+            for metric in ("d2h.count", "sync.count"):
+                self.assertEqual(per_step(moved, metric) - per_step(fresh, metric),
+                                 per_param * self.params, (impl, metric))
+            for policy in ("keep_step", "rebuild"):
+                v = self.variants["resume_%s/%s" % (policy, impl)]
+                for metric in ("d2h.count", "sync.count", "h2d.count", "launch.count"):
+                    self.assertEqual(per_step(v, metric), per_step(fresh, metric),
+                                     (impl, policy, metric))
+
+    def test_sync_sites_name_item_in_optimizer_step(self):
+        sites = self.variants["resume_move_all/foreach"]["sync_sites"]
+        item = [s for s in sites if s["op"] == "aten::_local_scalar_dense"]
+        self.assertEqual(len(item), 1)
+        self.assertEqual(item[0]["phase"], "optimizer.step")
+        self.assertEqual(item[0]["count"], 2 * self.params * self.variants[
+            "resume_move_all/foreach"]["measured_steps"])
+
+    def test_resumed_runs_are_correct(self):
+        for name, v in self.variants.items():
+            self.assertEqual(v["status"], "ok", name)
+            if name.startswith("resume_"):
+                self.assertTrue(v["correctness"]["checked"], name)
+                self.assertTrue(v["correctness"]["passed"], v["correctness"]["detail"])
+
+    def test_no_nan_and_timing_present(self):
+        for v in self.variants.values():
+            self.assertGreater(v["timing"]["step_time.median"], 0)
+            for value in v["per_step"].values():
+                self.assertTrue(value is None or math.isfinite(value))
+
+    def test_markdown_written(self):
+        with open(self.md_path) as f:
+            text = f.read()
+        self.assertIn("resume_move_all/foreach", text)
+
+    def test_same_counts_twice(self):
+        again_path = os.path.join(self.tmp.name, "again.json")
+        run = bench("--scenario", "resume_adam", "--device", "sim", "--out", again_path, "-q")
+        self.assertEqual(run.returncode, 0, run.stderr)
+        with open(again_path) as f:
+            again = {v["name"]: v for v in json.load(f)["scenarios"][0]["variants"]}
+        for name, v in self.variants.items():
+            for key in ("per_step", "total", "phases", "launches_by_op", "sync_sites"):
+                self.assertEqual(v[key], again[name][key], (name, key))
+
+
+class GateFailures(unittest.TestCase):
+    def test_violated_rule_exits_1_and_names_it(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            gate = os.path.join(tmp, "gate.json")
+            with open(gate, "w") as f:
+                json.dump({"gate_version": 1, "rules": [
+                    {"name": "move_all adds no D2H", "scenario": "resume_adam",
+                     "variant": "resume_move_all/*", "metric": "per_step.d2h.count",
+                     "relative_to": "fresh/*", "max_ratio": 1.0}]}, f)
+            run = bench("--scenario", "resume_adam", "--device", "sim", "--variant", "*/foreach",
+                        "--gate", gate, "-q")
+            self.assertEqual(run.returncode, 1, run.stdout + run.stderr)
+            self.assertIn("FAIL", run.stdout)
+            self.assertIn("move_all adds no D2H", run.stdout)
+            self.assertIn("resume_move_all/foreach", run.stdout)
+            self.assertIn("per_step.d2h.count", run.stdout)
+
+
+class BadInput(unittest.TestCase):
+    def assert_bad_input(self, run, *needles):
+        self.assertEqual(run.returncode, 2, run.stdout + run.stderr)
+        for needle in needles:
+            self.assertIn(needle, run.stderr)
+
+    def test_unknown_scenario(self):
+        self.assert_bad_input(bench("--scenario", "nope"), "unknown scenario 'nope'", "resume_adam")
+
+    def test_unknown_flag(self):
+        self.assert_bad_input(bench("--scenario", "resume_adam", "--frobnicate"), "frobnicate")
+
+    def test_bad_device(self):
+        self.assert_bad_input(bench("--scenario", "resume_adam", "--device", "tpu"), "tpu")
+
+    def test_no_scenario(self):
+        self.assert_bad_input(bench(), "no scenario")
+
+    def test_variant_matching_nothing(self):
+        self.assert_bad_input(bench("--scenario", "resume_adam", "--variant", "zzz*"), "zzz*")
+
+    def test_malformed_gate_file(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            gate = os.path.join(tmp, "gate.json")
+            with open(gate, "w") as f:
+                f.write('{"gate_version": 1, "rules": [ {"metric": ')
+            self.assert_bad_input(bench("--scenario", "resume_adam", "--gate", gate), gate)
+
+    def test_missing_gate_file(self):
+        self.assert_bad_input(bench("--scenario", "resume_adam", "--gate", "/nonexistent.json"),
+                              "/nonexistent.json")
+
+    def test_malformed_baseline(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "base.json")
+            with open(path, "w") as f:
+                f.write("[1, 2")
+            self.assert_bad_input(bench("--scenario", "resume_adam", "--baseline", path), path)
+
+    def test_out_in_missing_directory_writes_nothing(self):
+        run = bench("--scenario", "resume_adam", "--out", "/nonexistent-dir/r.json")
+        self.assert_bad_input(run, "/nonexistent-dir")
+
+    def test_cuda_without_cuda_build(self):
+        run = bench("--scenario", "resume_adam", "--device", "cuda")
+        if "CUDA" in run.stderr or run.returncode == 2:
+            self.assert_bad_input(run, "cuda")
+
+
+class Listing(unittest.TestCase):
+    def test_list_shows_scenarios_and_variants(self):
+        run = bench("--list")
+        self.assertEqual(run.returncode, 0)
+        self.assertIn("resume_adam", run.stdout)
+        self.assertIn("resume_keep_step/foreach", run.stdout)
+
+    def test_help_exits_zero(self):
+        self.assertEqual(bench("--help").returncode, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()

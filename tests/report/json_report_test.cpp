@@ -1,0 +1,199 @@
+// The JSON report: round trip, value encoding, atomic files, and errors on bad input.
+#include "harness/report/json_report.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "test_support.h"
+
+namespace harness {
+namespace {
+
+TEST(JsonReport, RoundTripPreservesEverything) {
+  const RunReport report = sample_report();
+  const std::string text = to_json(report).dump(2);
+  const RunReport back = report_from_json(ReportJson::parse(text), "memory");
+  EXPECT_TRUE(back == report);
+  EXPECT_EQ(to_json(back).dump(2), text);
+}
+
+TEST(JsonReport, RoundTripThroughUnorderedJsonKeepsContents) {
+  const RunReport report = sample_report();
+  const nlohmann::json sorted = to_json(report);
+  const RunReport back = report_from_json(sorted, "memory");
+  EXPECT_EQ(back.scenarios.at(0).variants.size(), report.scenarios.at(0).variants.size());
+  EXPECT_EQ(back.provenance.git_sha, "abc1234");
+}
+
+TEST(JsonReport, UnitsAndDescriptionsAreWrittenOnceInTheMeasurementsDictionary) {
+  const ReportJson j = to_json(sample_report());
+  EXPECT_EQ(j["schema_version"], kReportSchemaVersion);
+  EXPECT_EQ(j["measurements"]["d2h.bytes"]["unit"], "bytes");
+  EXPECT_EQ(j["measurements"]["step_time.median"]["unit"], "ns");
+  EXPECT_EQ(j["measurements"]["step_time.median"]["description"], "median step time");
+  const ReportJson& fresh = j["scenarios"][0]["variants"][0];
+  EXPECT_EQ(fresh["per_step"]["d2h.count"], 4);
+  EXPECT_EQ(fresh["status"], "ok");
+  EXPECT_FALSE(fresh.contains("error"));
+  EXPECT_EQ(j["scenarios"][0]["variants"][3]["status"], "failed");
+  EXPECT_EQ(j["scenarios"][0]["variants"][3]["error"], "checkpoint not found");
+}
+
+TEST(JsonReport, DifferingUnitIsWrittenInlineAndSurvivesRoundTrip) {
+  RunReport report = sample_report();
+  sample_variant(report, "fresh/forloop").timing[1] = {"step_time.median", 99, "us", "other"};
+  const ReportJson j = to_json(report);
+  EXPECT_EQ(j["measurements"]["step_time.median"]["unit"], "ns");
+  const ReportJson& inline_value = j["scenarios"][0]["variants"][4]["timing"]["step_time.median"];
+  EXPECT_EQ(inline_value["value"], 99);
+  EXPECT_EQ(inline_value["unit"], "us");
+  EXPECT_EQ(inline_value["description"], "other");
+  EXPECT_TRUE(report_from_json(j, "memory") == report);
+}
+
+TEST(JsonReport, MissingAndNonFiniteValuesAreNull) {
+  RunReport report = sample_report();
+  VariantResult& v = sample_variant(report, "fresh/foreach");
+  v.per_step = {{"a", std::nullopt, "count", ""},
+                {"b", std::numeric_limits<double>::quiet_NaN(), "count", ""},
+                {"c", std::numeric_limits<double>::infinity(), "count", ""}};
+  const ReportJson j = to_json(report);
+  EXPECT_EQ(j["scenarios"][0]["variants"][0]["per_step"].dump(), R"({"a":null,"b":null,"c":null})");
+  const std::string text = j.dump();
+  const RunReport back = report_from_json(ReportJson::parse(text), "memory");
+  for (const auto& m : back.scenarios[0].variants[0].per_step) EXPECT_FALSE(m.value) << m.name;
+}
+
+TEST(JsonReport, IntegralValuesAreIntegersOthersDoubles) {
+  RunReport report = sample_report();
+  sample_variant(report, "fresh/foreach").per_step = {{"int", 42.0, "count", ""},
+                                                      {"neg", -3.0, "count", ""},
+                                                      {"frac", 2.5, "count", ""},
+                                                      {"big", 9007199254740992.0, "count", ""},
+                                                      {"below", 9007199254740991.0, "count", ""}};
+  const ReportJson j = to_json(report)["scenarios"][0]["variants"][0]["per_step"];
+  EXPECT_TRUE(j["int"].is_number_integer());
+  EXPECT_EQ(j["int"].dump(), "42");
+  EXPECT_EQ(j["neg"].dump(), "-3");
+  EXPECT_TRUE(j["frac"].is_number_float());
+  EXPECT_EQ(j["frac"].dump(), "2.5");
+  EXPECT_TRUE(j["big"].is_number_float());
+  EXPECT_EQ(j["below"].dump(), "9007199254740991");
+}
+
+TEST(JsonReport, UnknownFieldsAreIgnored) {
+  ReportJson j = to_json(sample_report());
+  j["schema_version"] = "1.7.0";
+  j["future"] = {{"x", 1}};
+  j["scenarios"][0]["variants"][0]["future"] = "y";
+  EXPECT_TRUE(report_from_json(j, "memory") == sample_report());
+}
+
+TEST(JsonReport, MalformedFieldIsNamed) {
+  ReportJson j = to_json(sample_report());
+  j["scenarios"][0]["variants"][1]["measured_steps"] = "five";
+  const std::string message = input_error([&] { report_from_json(j, "base.json"); });
+  EXPECT_CONTAINS(message, "base.json");
+  EXPECT_CONTAINS(message, "scenarios[0].variants[1].measured_steps");
+  EXPECT_CONTAINS(message, "expected an integer");
+
+  j = to_json(sample_report());
+  j["scenarios"][0]["variants"][0]["per_step"]["d2h.count"] = "4";
+  EXPECT_CONTAINS(input_error([&] { report_from_json(j, "base.json"); }),
+                  "per_step[\"d2h.count\"]: expected a number or null");
+
+  j = to_json(sample_report());
+  j["scenarios"][0].erase("name");
+  EXPECT_CONTAINS(input_error([&] { report_from_json(j, "base.json"); }),
+                  "scenarios[0]: missing required field 'name'");
+
+  j = to_json(sample_report());
+  j["scenarios"][0]["variants"][0]["status"] = "maybe";
+  EXPECT_CONTAINS(input_error([&] { report_from_json(j, "base.json"); }),
+                  "expected \"ok\" or \"failed\"");
+}
+
+TEST(JsonReport, SchemaVersionIsChecked) {
+  ReportJson j = to_json(sample_report());
+  j["schema_version"] = "2.0.0";
+  EXPECT_CONTAINS(input_error([&] { report_from_json(j, "base.json"); }),
+                  "schema version 2.0.0 is not supported");
+  j["schema_version"] = "one";
+  EXPECT_CONTAINS(input_error([&] { report_from_json(j, "base.json"); }), "not a semantic version");
+  j.erase("schema_version");
+  EXPECT_CONTAINS(input_error([&] { report_from_json(j, "base.json"); }),
+                  "missing required field 'schema_version'");
+  EXPECT_CONTAINS(input_error([&] { report_from_json(ReportJson::array(), "base.json"); }),
+                  "expected an object");
+}
+
+TEST(JsonReportFile, WriteThenReadBack) {
+  TempDir dir;
+  const std::string path = dir.path("report.json");
+  write_report_file(path, sample_report());
+  EXPECT_TRUE(read_report_file(path) == sample_report());
+  EXPECT_EQ(read_text(path).back(), '\n');
+}
+
+TEST(JsonReportFile, MissingFile) {
+  TempDir dir;
+  const std::string message = input_error([&] { read_report_file(dir.path("absent.json")); });
+  EXPECT_CONTAINS(message, "cannot read report");
+  EXPECT_CONTAINS(message, "absent.json");
+}
+
+TEST(JsonReportFile, NotJsonNamesTheParsePosition) {
+  TempDir dir;
+  write_text(dir.path("bad.json"), "{\n  \"schema_version\": \"1.0.0\",\n  oops\n}\n");
+  const std::string message = input_error([&] { read_report_file(dir.path("bad.json")); });
+  EXPECT_CONTAINS(message, "bad.json' is not valid JSON");
+  EXPECT_CONTAINS(message, "line 3");
+}
+
+TEST(JsonReportFile, WrongSchemaMajor) {
+  TempDir dir;
+  ReportJson j = to_json(sample_report());
+  j["schema_version"] = "3.1.0";
+  write_text(dir.path("old.json"), j.dump());
+  const std::string message = input_error([&] { read_report_file(dir.path("old.json")); });
+  EXPECT_CONTAINS(message, "old.json");
+  EXPECT_CONTAINS(message, "3.1.0");
+}
+
+TEST(AtomicWrite, ReplacesExistingAndLeavesNoTemporaryFile) {
+  TempDir dir;
+  const std::string path = dir.path("out.txt");
+  write_file_atomically(path, "first");
+  write_file_atomically(path, "second");
+  EXPECT_EQ(read_text(path), "second");
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.dir())) {
+    ++files;
+    EXPECT_EQ(entry.path().filename(), "out.txt");
+  }
+  EXPECT_EQ(files, 1u);
+}
+
+TEST(AtomicWrite, FailureNamesThePathAndLeavesNothing) {
+  TempDir dir;
+  const std::string path = dir.path("missing_dir/out.txt");
+  const std::string message = input_error([&] { write_file_atomically(path, "x"); });
+  EXPECT_CONTAINS(message, path);
+  EXPECT_CONTAINS(message, "No such file or directory");
+
+  std::filesystem::create_directory(dir.path("target_is_dir"));
+  EXPECT_CONTAINS(input_error([&] { write_file_atomically(dir.path("target_is_dir"), "x"); }),
+                  "target_is_dir");
+  size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir.dir())) {
+    ++files;
+    EXPECT_EQ(entry.path().filename(), "target_is_dir");
+  }
+  EXPECT_EQ(files, 1u);
+}
+
+}  // namespace
+}  // namespace harness

@@ -1,0 +1,197 @@
+// One small case per counting rule of the sim device (DESIGN.md, "The counting contract").
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+#include <torch/nn/modules/linear.h>
+
+#include "harness/instrument/collector.h"
+#include "harness/instrument/phase.h"
+#include "harness/instrument/sim/sim_device.h"
+
+namespace harness {
+namespace {
+
+class SimDevice : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { sim::initialize(); }
+  template <class F>
+  PhaseCounts count(F&& f) {
+    EventCollector collector;
+    {
+      ScopedCollection scope(collector);
+      f();
+    }
+    last_ = collector.snapshot();
+    return last_.total();
+  }
+  c10::Device dev0 = sim::device(0);
+  c10::Device dev1 = sim::device(1);
+  Counts last_;
+};
+
+TEST_F(SimDevice, ItemIsOneD2HAndOneSync) {
+  at::Tensor t = at::full({}, 3.0).to(dev0);
+  const PhaseCounts c = count([&] { EXPECT_EQ(t.item<double>(), 3.0); });
+  EXPECT_EQ(c.d2h.count, 1);
+  EXPECT_EQ(c.d2h.bytes, 4);
+  EXPECT_EQ(c.syncs, 1);
+  EXPECT_EQ(c.launches, 0);
+  ASSERT_EQ(last_.sync_sites.size(), 1u);
+  EXPECT_EQ(last_.sync_sites.begin()->first.op, "aten::_local_scalar_dense");
+}
+
+TEST_F(SimDevice, BlockingCpuToSimIsOneH2DAndOneSync) {
+  at::Tensor cpu = at::ones({4, 4});
+  const PhaseCounts c = count([&] { (void)cpu.to(dev0); });
+  EXPECT_EQ(c.h2d.count, 1);
+  EXPECT_EQ(c.h2d.bytes, 64);
+  EXPECT_EQ(c.h2d.pinned, 0);
+  EXPECT_EQ(c.syncs, 1);
+  EXPECT_EQ(c.launches, 0);
+}
+
+TEST_F(SimDevice, BlockingSimToCpuIsOneD2HAndOneSync) {
+  at::Tensor s = at::ones({8}).to(dev0);
+  const PhaseCounts c = count([&] { EXPECT_EQ(s.cpu().sum().item<float>(), 8.0f); });
+  EXPECT_EQ(c.d2h.count, 1);
+  EXPECT_EQ(c.d2h.bytes, 32);
+  EXPECT_EQ(c.syncs, 1);
+}
+
+TEST_F(SimDevice, NonBlockingFromPinnedIsOneH2DAndNoSync) {
+  at::Tensor pinned = at::ones({4, 4}).pin_memory();
+  ASSERT_TRUE(pinned.is_pinned());
+  const PhaseCounts c = count([&] { (void)pinned.to(dev0, /*non_blocking=*/true); });
+  EXPECT_EQ(c.h2d.count, 1);
+  EXPECT_EQ(c.h2d.pinned, 1);
+  EXPECT_EQ(c.syncs, 0);
+}
+
+TEST_F(SimDevice, NonBlockingFromPageableIsNotASyncButNotPinned) {
+  at::Tensor pageable = at::ones({4});
+  const PhaseCounts c = count([&] { (void)pageable.to(dev0, /*non_blocking=*/true); });
+  EXPECT_EQ(c.h2d.count, 1);
+  EXPECT_EQ(c.h2d.pinned, 0);
+  EXPECT_EQ(c.syncs, 0);
+}
+
+TEST_F(SimDevice, CrossDeviceCopyIsOneD2D) {
+  at::Tensor s = at::arange(6, at::kFloat).to(dev0);
+  at::Tensor moved;
+  const PhaseCounts c = count([&] { moved = s.to(dev1); });
+  EXPECT_EQ(moved.device(), dev1);
+  EXPECT_EQ(c.d2d.count, 1);
+  EXPECT_EQ(c.d2d.bytes, 24);
+  EXPECT_EQ(c.h2d.count + c.d2h.count + c.syncs + c.launches, 0);
+  EXPECT_TRUE(at::equal(moved.cpu(), at::arange(6, at::kFloat)));
+}
+
+TEST_F(SimDevice, InPlaceAddIsOneLaunchAndNoCopies) {
+  at::Tensor s = at::zeros({3}).to(dev0);
+  const PhaseCounts c = count([&] { s.add_(2); });
+  EXPECT_EQ(c.launches, 1);
+  EXPECT_EQ(c.launches_by_op.at("aten::add_"), 1);
+  EXPECT_EQ(c.h2d.count + c.d2h.count + c.d2d.count + c.syncs, 0);
+  EXPECT_TRUE(at::equal(s.cpu(), at::full({3}, 2.0)));
+}
+
+TEST_F(SimDevice, ViewsAreNotLaunches) {
+  at::Tensor s = at::ones({4, 6}).to(dev0);
+  const PhaseCounts c = count([&] {
+    (void)s.view({24});
+    (void)s.t();
+    (void)s.select(0, 1);
+    (void)s.narrow(1, 2, 3);
+    (void)s.unsqueeze(0).expand({2, 4, 6});
+  });
+  EXPECT_EQ(c.launches, 0);
+  EXPECT_EQ(c.h2d.count + c.d2h.count + c.d2d.count + c.syncs, 0);
+}
+
+TEST_F(SimDevice, AllocationIsNotALaunch) {
+  const PhaseCounts c = count([&] { (void)at::empty({16}, at::TensorOptions().device(dev0)); });
+  EXPECT_EQ(c.launches, 0);
+}
+
+TEST_F(SimDevice, ForeachOpIsOneLaunchPerCall) {
+  std::vector<at::Tensor> list;
+  for (int i = 0; i < 5; ++i) list.push_back(at::ones({3}).to(dev0));
+  const PhaseCounts c = count([&] { at::_foreach_add_(list, 1.0); });
+  EXPECT_EQ(c.launches, 1);
+  EXPECT_EQ(c.launches_by_op.at("aten::_foreach_add_"), 1);
+  EXPECT_TRUE(at::equal(list[4].cpu(), at::full({3}, 2.0)));
+}
+
+TEST_F(SimDevice, SameDeviceContiguousCopyIsD2DAndStridedCopyIsALaunch) {
+  at::Tensor a = at::ones({4, 4}).to(dev0);
+  const PhaseCounts contiguous = count([&] { (void)a.clone(); });
+  EXPECT_EQ(contiguous.d2d.count, 1);
+  EXPECT_EQ(contiguous.launches, 0);
+  const PhaseCounts strided = count([&] { (void)a.t().contiguous(); });
+  EXPECT_EQ(strided.d2d.count, 0);
+  EXPECT_EQ(strided.launches, 1);
+}
+
+TEST_F(SimDevice, ExplicitSynchronizeIsASync) {
+  const PhaseCounts c = count([&] { sim::synchronize(0); });
+  EXPECT_EQ(c.syncs, 1);
+}
+
+TEST_F(SimDevice, MixingDevicesFailsAsOnCuda) {
+  at::Tensor s0 = at::ones({2}).to(dev0);
+  at::Tensor s1 = at::ones({2}).to(dev1);
+  EXPECT_THROW((void)(s0 + s1), c10::Error);
+  EXPECT_THROW((void)(s0 + at::ones({2})), c10::Error);
+  EXPECT_NO_THROW((void)(s0 + at::scalar_tensor(1.0)));  // a CPU scalar is fine, as on CUDA
+}
+
+TEST_F(SimDevice, EventsGoToTheInnermostPhase) {
+  at::Tensor s = at::ones({2}).to(dev0);
+  count([&] {
+    Phase outer("outer");
+    s.add_(1);
+    {
+      Phase inner("inner");
+      (void)s.sum().item<float>();
+    }
+  });
+  EXPECT_EQ(last_.phases.at("outer").launches, 1);
+  EXPECT_EQ(last_.phases.at("inner").launches, 1);
+  EXPECT_EQ(last_.phases.at("inner").syncs, 1);
+  EXPECT_EQ(last_.phases.at("outer").syncs, 0);
+}
+
+TEST_F(SimDevice, NothingIsCountedWithoutACollector) {
+  at::Tensor s = at::ones({2}).to(dev0);
+  EXPECT_FALSE(events::collecting());
+  s.add_(1);
+  const PhaseCounts c = count([] {});
+  EXPECT_EQ(c.launches, 0);
+}
+
+TEST_F(SimDevice, ModuleToDeviceAndTrainingStepRun) {
+  torch::nn::Linear linear(4, 3);
+  PhaseCounts c = count([&] { linear->to(dev0); });
+  EXPECT_EQ(linear->weight.device(), dev0);
+  EXPECT_EQ(c.h2d.count, 2);  // weight and bias
+  at::Tensor x = at::randn({5, 4}).to(dev0);
+  c = count([&] {
+    at::Tensor loss = linear->forward(x).pow(2).mean();
+    loss.backward();
+  });
+  ASSERT_TRUE(linear->weight.grad().defined());
+  EXPECT_EQ(linear->weight.grad().device(), dev0);
+  EXPECT_GT(c.launches, 0);
+  EXPECT_EQ(c.h2d.count + c.d2h.count + c.syncs, 0);  // a training step stays on the device
+}
+
+TEST_F(SimDevice, OutArgumentGrownByTheKernelIsAdopted) {
+  at::Tensor a = at::ones({3, 2}).to(dev0);
+  at::Tensor out = at::empty({0}, at::TensorOptions().device(dev0));
+  at::add_out(out, a, a);
+  EXPECT_EQ(out.sizes(), a.sizes());
+  EXPECT_EQ(out.device(), dev0);
+  EXPECT_TRUE(at::equal(out.cpu(), at::full({3, 2}, 2.0)));
+}
+
+}  // namespace
+}  // namespace harness
