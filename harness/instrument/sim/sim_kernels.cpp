@@ -185,6 +185,28 @@ struct AliasedArg {
   at::Tensor cpu;
 };
 
+// Applies `f` to every tensor `v` holds (a tensor, a tensor list or an optional-tensor list),
+// replacing it by the result. Returns whether `v` held tensors at all.
+template <class F>
+bool map_tensors(c10::IValue& v, F&& f) {
+  if (v.isTensor()) {
+    v = f(v.toTensor());
+  } else if (v.isTensorList()) {
+    c10::List<at::Tensor> out;
+    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
+    v = std::move(out);
+  } else if (v.isOptionalTensorList()) {
+    c10::List<std::optional<at::Tensor>> out;
+    for (std::optional<at::Tensor> t : v.toOptionalTensorList()) {
+      out.push_back(t.has_value() ? std::optional<at::Tensor>(f(*t)) : std::nullopt);
+    }
+    v = std::move(out);
+  } else {
+    return false;
+  }
+  return true;
+}
+
 class FallbackCall {
  public:
   explicit FallbackCall(const c10::FunctionSchema& schema) : schema_(schema) {}
@@ -193,24 +215,7 @@ class FallbackCall {
   void alias_arguments(torch::jit::Stack* stack) {
     const size_t n = schema_.arguments().size();
     for (size_t i = 0; i < n; ++i) {
-      c10::IValue& v = (*stack)[stack->size() - n + i];
-      if (v.isTensor()) {
-        v = alias(v.toTensor());
-      } else if (v.isTensorList()) {
-        c10::List<at::Tensor> list = v.toTensorList();
-        c10::List<at::Tensor> out;
-        out.reserve(list.size());
-        for (const at::Tensor& t : list) out.push_back(alias(t));
-        v = std::move(out);
-      } else if (v.isOptionalTensorList()) {
-        auto list = v.toOptionalTensorList();
-        c10::List<std::optional<at::Tensor>> out;
-        out.reserve(list.size());
-        for (std::optional<at::Tensor> t : list) {
-          out.push_back(t.has_value() ? std::optional<at::Tensor>(alias(*t)) : std::nullopt);
-        }
-        v = std::move(out);
-      }
+      map_tensors((*stack)[stack->size() - n + i], [this](const at::Tensor& t) { return alias(t); });
     }
   }
 
@@ -221,15 +226,8 @@ class FallbackCall {
     const size_t n = schema_.returns().size();
     for (size_t i = 0; i < n; ++i) {
       c10::IValue& v = (*stack)[stack->size() - n + i];
-      if (v.isTensor()) {
-        v = to_sim(v.toTensor());
-      } else if (v.isTensorList()) {
-        c10::List<at::Tensor> list = v.toTensorList();
-        c10::List<at::Tensor> out;
-        out.reserve(list.size());
-        for (const at::Tensor& t : list) out.push_back(to_sim(t));
-        v = std::move(out);
-      } else if (!v.isNone() && device_) {
+      const bool tensors = map_tensors(v, [this](const at::Tensor& t) { return to_sim(t); });
+      if (!tensors && !v.isNone() && device_) {
         // A number or flag computed from device data: the host had to read it back.
         events::record_copy(CopyKind::DeviceToHost, v.isBool() ? 1 : 8, false);
         events::record_sync(schema_.name(), "value read by host");
