@@ -6,6 +6,15 @@
 
 namespace harness {
 
+StepWindow::StepWindow(Instrument& instrument, int64_t after_step)
+    : instrument_(instrument), after_step_(after_step) {
+  (void)instrument_.take();
+}
+
+StepWindow::~StepWindow() {
+  if (counting_) instrument_.stop();
+}
+
 void StepWindow::on_train_step_start(runtime::Trainer&, int64_t step) {
   if (step <= after_step_) return;
   instrument_.start();

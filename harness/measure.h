@@ -14,8 +14,12 @@ namespace harness {
 
 class StepWindow final : public runtime::TrainerCallback {
  public:
-  StepWindow(Instrument& instrument, int64_t after_step)
-      : instrument_(instrument), after_step_(after_step) {}
+  // Starts from zero counts: whatever the instrument still holds is dropped.
+  StepWindow(Instrument& instrument, int64_t after_step);
+  // A step that threw leaves the instrument on: switch it off.
+  ~StepWindow() override;
+  StepWindow(const StepWindow&) = delete;
+  StepWindow& operator=(const StepWindow&) = delete;
 
   void on_train_step_start(runtime::Trainer&, int64_t step) override;
   void on_train_step_end(runtime::Trainer&, int64_t step) override;

@@ -86,4 +86,4 @@ if [ ! -f "$build_dir/build.ninja" ]; then
     -DLIBTORCH_ROOT="$libtorch" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null ||
     die "cmake configure failed"
 fi
-cmake --build "$build_dir" -- -j"$(nproc)" | grep -v '^ninja: no work to do' >&2 || die "build failed"
+cmake --build "$build_dir" -- -j"$(nproc)" >&2 || die "build failed"

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "harness/instrument/sim/sim_device.h"
+#include "harness/measure.h"
 #include "harness/runtime/compare.h"
 #include "harness/runtime/mlp.h"
 #include "harness/runtime/trainer.h"
@@ -72,3 +73,34 @@ TEST(Trainer, ValidateAndTestReturnFiniteLosses) {
 
 }  // namespace
 }  // namespace harness::runtime
+
+namespace harness {
+namespace {
+
+TEST(StepWindow, CountsOnlyStepsAfterTheResumePointAndSwitchesOffWhenAStepThrows) {
+  sim::initialize();
+  auto instrument = make_instrument(runtime::DeviceKind::Sim);
+  runtime::MlpRegression m({{8, 4}, 1}, {});
+  runtime::SyntheticRegressionData data({16, 8, 4, 5, true});
+  runtime::SingleDeviceStrategy s(sim::device(0), runtime::RestorePolicy::Rebuild);
+  runtime::Trainer t(s, data, {3, 2});
+  {
+    StepWindow window(*instrument, 1);
+    t.add_callback(&window);
+    t.fit(m);
+    EXPECT_EQ(window.steps(), 2);
+    VariantResult r;
+    window.finish(r);
+    EXPECT_EQ(r.measured_steps, 2);
+    EXPECT_EQ(find_metric(r, "per_step.h2d.count")->value, 2.0);  // input and target
+  }
+  {
+    StepWindow window(*instrument, 0);
+    window.on_train_step_start(t, 1);  // ... and the step throws before it ends
+    EXPECT_TRUE(events::collecting());
+  }
+  EXPECT_FALSE(events::collecting());
+}
+
+}  // namespace
+}  // namespace harness
