@@ -5,6 +5,7 @@
 
 #include <ATen/ops/maximum.h>
 #include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
 #include <c10/core/GradMode.h>
 
@@ -18,15 +19,30 @@ const char* to_string(AdamImpl impl) {
   switch (impl) {
     case AdamImpl::ForLoop: return "forloop";
     case AdamImpl::Foreach: return "foreach";
+    case AdamImpl::Fused: return "fused";
   }
   return "?";
 }
 
-AdamImpl adam_impl_from_string(const std::string& name) {
-  if (name == "forloop") return AdamImpl::ForLoop;
-  if (name == "foreach") return AdamImpl::Foreach;
-  throw InputError("unknown Adam implementation '" + name + "' (known: forloop, foreach)");
+std::string implementation_name(const AdamOptions& o) {
+  return std::string(to_string(o.impl)) + (o.capturable && o.impl != AdamImpl::Fused
+                                               ? "_capturable" : "");
 }
+
+namespace {
+// _get_fused_kernels_supported_devices / _get_capturable_supported_devices of PyTorch 2.11, where
+// "privateuseone" is the sim backend.
+bool fused_supported(const at::Tensor& p) {
+  const auto t = p.device().type();
+  return (t == c10::DeviceType::CPU || t == c10::DeviceType::CUDA ||
+          t == c10::DeviceType::PrivateUse1) &&
+         p.is_floating_point();
+}
+bool capturable_supported(const at::Tensor& p) {
+  const auto t = p.device().type();
+  return t == c10::DeviceType::CUDA || t == c10::DeviceType::PrivateUse1;
+}
+}  // namespace
 
 Adam::Adam(std::vector<at::Tensor> params, AdamOptions options)
     : params_(std::move(params)), options_(options), state_(params_.size()) {
@@ -65,9 +81,16 @@ Adam::Group Adam::init_group() {
     g.params.push_back(p);
     g.grads.push_back(p.grad());
     if (!state_[i]) {
+      if (options_.impl == AdamImpl::Fused) {
+        TORCH_CHECK(fused_supported(p), "`fused=True` requires all the params to be floating point "
+                    "Tensors of supported devices: cpu, cuda, sim but ", p.dtype(), " and ",
+                    p.device().type());
+      }
       // [special device hosting for step]: on the CPU unless capturable or fused.
       AdamParamState s;
-      s.step = at::scalar_tensor(0.0, at::TensorOptions().dtype(at::kFloat));
+      s.step = options_.capturable || options_.impl == AdamImpl::Fused
+                   ? at::zeros({}, p.options().dtype(at::kFloat))
+                   : at::scalar_tensor(0.0, at::TensorOptions().dtype(at::kFloat));
       s.exp_avg = at::zeros_like(p, at::MemoryFormat::Preserve);
       s.exp_avg_sq = at::zeros_like(p, at::MemoryFormat::Preserve);
       if (options_.amsgrad) s.max_exp_avg_sq = at::zeros_like(p, at::MemoryFormat::Preserve);
@@ -86,9 +109,22 @@ void Adam::step() {
   c10::AutoGradMode no_grad(false);  // _use_grad_for_differentiable with differentiable=False
   Group g = init_group();
   if (g.params.empty()) return;
+  if (options_.capturable && options_.impl != AdamImpl::Fused) {
+    for (size_t i = 0; i < g.params.size(); ++i) {
+      TORCH_CHECK(g.params[i].device().type() == g.steps[i].device().type() &&
+                      capturable_supported(g.params[i]),
+                  "If capturable=True, params and state_steps must be on supported devices: "
+                  "cuda, sim.");
+    }
+  }
   switch (options_.impl) {
-    case AdamImpl::ForLoop: single_tensor_adam(g); break;
-    case AdamImpl::Foreach: multi_tensor_adam(g); break;
+    case AdamImpl::ForLoop:
+      options_.capturable ? single_tensor_adam_capturable(g) : single_tensor_adam(g);
+      break;
+    case AdamImpl::Foreach:
+      options_.capturable ? multi_tensor_adam_capturable(g) : multi_tensor_adam(g);
+      break;
+    case AdamImpl::Fused: fused_adam(g); break;
   }
 }
 
@@ -150,9 +186,9 @@ OptimizerStateDict Adam::state_dict() const {
       {"amsgrad", o.amsgrad},
       {"maximize", o.maximize},
       {"foreach", o.impl == AdamImpl::Foreach},
-      {"capturable", false},
+      {"capturable", o.capturable},
       {"differentiable", false},
-      {"fused", c10::IValue()},
+      {"fused", o.impl == AdamImpl::Fused ? c10::IValue(true) : c10::IValue()},
       {"decoupled_weight_decay", o.decoupled_weight_decay},
   };
   for (size_t i = 0; i < params_.size(); ++i) group.params.push_back(static_cast<int64_t>(i));
@@ -204,9 +240,15 @@ void Adam::load_state_dict(const OptimizerStateDict& sd) {
   o.amsgrad = option_bool(saved, "amsgrad", o.amsgrad);
   o.maximize = option_bool(saved, "maximize", o.maximize);
   o.decoupled_weight_decay = option_bool(saved, "decoupled_weight_decay", o.decoupled_weight_decay);
-  o.impl = option_bool(saved, "foreach", o.impl == AdamImpl::Foreach) ? AdamImpl::Foreach
-                                                                       : AdamImpl::ForLoop;
+  o.capturable = option_bool(saved, "capturable", o.capturable);
+  if (option_bool(saved, "fused", o.impl == AdamImpl::Fused)) {
+    o.impl = AdamImpl::Fused;
+  } else {
+    o.impl = option_bool(saved, "foreach", o.impl == AdamImpl::Foreach) ? AdamImpl::Foreach
+                                                                         : AdamImpl::ForLoop;
+  }
   options_ = o;
+  const bool step_on_device = o.capturable || o.impl == AdamImpl::Fused;
 
   std::vector<std::optional<AdamParamState>> state(params_.size());
   for (size_t position = 0; position < saved.params.size(); ++position) {
@@ -217,7 +259,9 @@ void Adam::load_state_dict(const OptimizerStateDict& sd) {
       auto it = entry->second.find(key);
       if (it == entry->second.end()) return {};
       at::Tensor value = it->second.clone();  // deepcopy(state_dict)
-      if (std::string(key) == "step") return value;
+      if (std::string(key) == "step") {
+        return step_on_device ? value.to(param.device(), at::kFloat) : value;
+      }
       return param.is_floating_point() ? value.to(param.device(), param.scalar_type())
                                        : value.to(param.device());
     };

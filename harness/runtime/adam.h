@@ -2,7 +2,8 @@
 // Adam and AdamW, faithful to torch.optim.Adam / AdamW of PyTorch 2.11 (torch/optim/adam.py):
 // the same ATen ops in the same order for each implementation, the same placement of `step`
 // (a 0-dim float32 CPU tensor unless fused or capturable), `.item()` exactly where PyTorch calls
-// `_get_value`, and load_state_dict placing state as PyTorch does. One parameter group.
+// `_get_value`, and load_state_dict placing state as PyTorch does. One parameter group; `lr` is a
+// number (a tensor lr is not supported yet).
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,9 +15,9 @@ namespace harness::runtime {
 enum class AdamImpl {
   ForLoop,  // torch.optim.Adam(foreach=False): _single_tensor_adam
   Foreach,  // foreach=True: _multi_tensor_adam (horizontally fused _foreach_* ops)
+  Fused,    // fused=True: _fused_adam (one _fused_adam_ / _fused_adamw_ kernel per group)
 };
 const char* to_string(AdamImpl impl);
-AdamImpl adam_impl_from_string(const std::string& name);  // throws InputError
 
 struct AdamOptions {
   double lr = 1e-3;
@@ -28,10 +29,16 @@ struct AdamOptions {
   bool maximize = false;
   bool decoupled_weight_decay = false;  // true: AdamW
   AdamImpl impl = AdamImpl::Foreach;
+  // capturable=True (for-loop or foreach): `step` on the device, bias corrections computed on the
+  // device, no host reads. Needs a device that supports capture (cuda, sim).
+  bool capturable = false;
 };
 
+// "forloop", "foreach", "fused", "forloop_capturable", "foreach_capturable".
+std::string implementation_name(const AdamOptions& options);
+
 struct AdamParamState {
-  at::Tensor step;  // 0-dim float32; on the CPU for the for-loop and foreach implementations
+  at::Tensor step;  // 0-dim float32; on the CPU unless fused or capturable
   at::Tensor exp_avg;
   at::Tensor exp_avg_sq;
   at::Tensor max_exp_avg_sq;  // amsgrad only
@@ -61,6 +68,9 @@ class Adam final : public Optimizer {
   Group init_group();
   void single_tensor_adam(Group& g);
   void multi_tensor_adam(Group& g);
+  void single_tensor_adam_capturable(Group& g);
+  void multi_tensor_adam_capturable(Group& g);
+  void fused_adam(Group& g);
 
   std::vector<at::Tensor> params_;
   AdamOptions options_;

@@ -1,5 +1,6 @@
 // Adam's foreach implementation: _multi_tensor_adam of torch/optim/adam.py (PyTorch 2.11),
-// capturable=False, differentiable=False, real parameters.
+// capturable=False, differentiable=False, real parameters. (Capturable and fused paths:
+// adam_device_step.cpp.)
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_addcdiv.h>
 #include <ATen/ops/_foreach_addcmul.h>
@@ -11,25 +12,25 @@
 #include <ATen/ops/_foreach_sqrt.h>
 #include <ATen/ops/scalar_tensor.h>
 
+#include <algorithm>
 #include <cmath>
 #include <tuple>
 
 #include "harness/runtime/adam.h"
+#include "harness/runtime/adam_internal.h"
 
 namespace harness::runtime {
-namespace {
 
-// Optimizer._group_tensors_by_device_and_dtype: indices grouped by the parameter's device and
-// dtype, groups in order of first appearance.
+namespace detail {
+
 std::vector<std::vector<size_t>> group_by_device_and_dtype(const std::vector<at::Tensor>& params) {
   std::vector<std::tuple<c10::Device, at::ScalarType, std::vector<size_t>>> groups;
   for (size_t i = 0; i < params.size(); ++i) {
-    auto key = std::make_pair(params[i].device(), params[i].scalar_type());
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
-      return std::get<0>(g) == key.first && std::get<1>(g) == key.second;
+      return std::get<0>(g) == params[i].device() && std::get<1>(g) == params[i].scalar_type();
     });
     if (it == groups.end()) {
-      groups.emplace_back(key.first, key.second, std::vector<size_t>{i});
+      groups.emplace_back(params[i].device(), params[i].scalar_type(), std::vector<size_t>{i});
     } else {
       std::get<2>(*it).push_back(i);
     }
@@ -46,7 +47,10 @@ std::vector<at::Tensor> pick(const std::vector<at::Tensor>& all, const std::vect
   return out;
 }
 
-}  // namespace
+}  // namespace detail
+
+using detail::group_by_device_and_dtype;
+using detail::pick;
 
 void Adam::multi_tensor_adam(Group& g) {
   const AdamOptions& o = options_;

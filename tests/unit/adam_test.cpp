@@ -73,6 +73,114 @@ TEST_F(AdamOnSim, ForLoopIssuesPyTorchsOpsOncePerParameter) {
   EXPECT_EQ(c.syncs, 0);
 }
 
+// The multiset of ops of one step after the first (which also initialises state).
+std::map<std::string, int64_t> ops_of_second_step(c10::Device dev, AdamOptions o, int n) {
+  auto params = make_params(dev, n);
+  Adam adam(params, o);
+  set_grads(params, 0);
+  adam.step();
+  set_grads(params, 1);
+  const PhaseCounts c = count_step(adam).total();
+  EXPECT_EQ(c.syncs, 0) << implementation_name(o);
+  EXPECT_EQ(c.d2h.count + c.h2d.count, 0) << implementation_name(o);
+  EXPECT_TRUE(sim::is_sim(adam.state(0)->step)) << implementation_name(o);
+  return c.launches_by_op;
+}
+
+TEST_F(AdamOnSim, FusedIssuesOneFusedKernelAndOneStepIncrement) {
+  const std::map<std::string, int64_t> expected = {{"aten::_foreach_add_", 1},
+                                                    {"aten::_fused_adam_", 1}};
+  EXPECT_EQ(ops_of_second_step(dev, {.impl = AdamImpl::Fused}, 3), expected);
+  const std::map<std::string, int64_t> adamw = {{"aten::_foreach_add_", 1},
+                                                {"aten::_fused_adamw_", 1}};
+  EXPECT_EQ(ops_of_second_step(dev, {.weight_decay = 0.01, .decoupled_weight_decay = true,
+                                     .impl = AdamImpl::Fused}, 3),
+            adamw);
+}
+
+TEST_F(AdamOnSim, CapturableForeachComputesBiasCorrectionsOnTheDevice) {
+  const std::map<std::string, int64_t> expected = {
+      {"aten::_foreach_add_", 2},  {"aten::_foreach_lerp_", 1},     {"aten::_foreach_mul_", 1},
+      {"aten::_foreach_addcmul_", 1}, {"aten::_foreach_pow", 2},    {"aten::_foreach_sub_", 2},
+      {"aten::_foreach_neg_", 1},  {"aten::_foreach_div_", 3},      {"aten::_foreach_reciprocal_", 1},
+      {"aten::_foreach_sqrt_", 1}, {"aten::_foreach_sqrt", 1},      {"aten::_foreach_addcdiv_", 1}};
+  EXPECT_EQ(ops_of_second_step(dev, {.impl = AdamImpl::Foreach, .capturable = true}, 3), expected);
+}
+
+TEST_F(AdamOnSim, CapturableForLoopComputesBiasCorrectionsOnTheDevice) {
+  // Per parameter: step_t += 1; lerp_; mul_ + addcmul_; 1 - beta**step twice (pow, rsub);
+  // lr / bc1 (reciprocal, mul); neg; sqrt; sqrt / (bc2_sqrt * neg) (mul, div);
+  // eps / neg (reciprocal, mul); add_; addcdiv_. (rsub reaches the device as sub.)
+  const std::map<std::string, int64_t> expected = {
+      {"aten::add_", 6},  {"aten::lerp_", 3}, {"aten::mul", 12},       {"aten::addcmul_", 3},
+      {"aten::pow", 6},   {"aten::sub", 6},  {"aten::reciprocal", 6}, {"aten::neg", 3},
+      {"aten::sqrt", 6},  {"aten::div", 3},   {"aten::addcdiv_", 3}};
+  EXPECT_EQ(ops_of_second_step(dev, {.impl = AdamImpl::ForLoop, .capturable = true}, 3), expected);
+}
+
+TEST_F(AdamOnSim, CapturableNeedsADeviceThatSupportsIt) {
+  auto params = make_params(c10::Device(c10::kCPU), 1);
+  Adam adam(params, {.impl = AdamImpl::Foreach, .capturable = true});
+  set_grads(params, 0);
+  EXPECT_THROW(adam.step(), c10::Error);
+}
+
+TEST_F(AdamOnSim, EveryImplementationMatchesTheForLoop) {
+  for (bool amsgrad : {false, true}) {
+    for (bool adamw : {false, true}) {
+      AdamOptions base{.lr = 0.01, .weight_decay = 0.05, .amsgrad = amsgrad,
+                       .decoupled_weight_decay = adamw, .impl = AdamImpl::ForLoop};
+      auto reference = make_params(c10::Device(c10::kCPU), 3);
+      Adam ref(reference, base);
+      std::vector<std::pair<AdamOptions, std::vector<at::Tensor>>> others;
+      for (auto [impl, capturable] : {std::pair{AdamImpl::Foreach, false},
+                                      std::pair{AdamImpl::Fused, false},
+                                      std::pair{AdamImpl::ForLoop, true},
+                                      std::pair{AdamImpl::Foreach, true}}) {
+        AdamOptions o = base;
+        o.impl = impl;
+        o.capturable = capturable;
+        others.emplace_back(o, make_params(dev, 3));
+      }
+      std::vector<std::unique_ptr<Adam>> optimizers;
+      for (auto& [o, p] : others) optimizers.push_back(std::make_unique<Adam>(p, o));
+      for (int step = 0; step < 6; ++step) {
+        set_grads(reference, step);
+        ref.step();
+        for (size_t k = 0; k < others.size(); ++k) {
+          set_grads(others[k].second, step);
+          optimizers[k]->step();
+        }
+      }
+      for (auto& [o, p] : others) {
+        for (size_t i = 0; i < p.size(); ++i) {
+          // PyTorch's own float32 tolerances (rtol 1.3e-6, atol 1e-5).
+          EXPECT_TRUE(at::allclose(p[i].cpu(), reference[i].detach(), 1.3e-6, 1e-5))
+              << implementation_name(o) << " amsgrad=" << amsgrad << " adamw=" << adamw
+              << " param " << i;
+        }
+      }
+    }
+  }
+}
+
+TEST_F(AdamOnSim, FusedLoadStateDictPutsStepOnTheDevice) {
+  auto params = make_params(dev, 2);
+  Adam adam(params, {.impl = AdamImpl::Fused});
+  set_grads(params, 0);
+  adam.step();
+  OptimizerStateDict sd = adam.state_dict();
+  for (auto& [_, entries] : sd.state) {
+    for (auto& [__, t] : entries) t = t.cpu();
+  }
+  EXPECT_TRUE(sd.param_groups[0].options.at("fused").toBool());
+  Adam restored(params, {.impl = AdamImpl::ForLoop});
+  restored.load_state_dict(sd);  // the saved group decides: fused
+  EXPECT_EQ(restored.options().impl, AdamImpl::Fused);
+  EXPECT_EQ(restored.state(0)->step.device(), dev);
+  EXPECT_EQ(restored.state(0)->step.scalar_type(), at::kFloat);
+}
+
 TEST_F(AdamOnSim, StepOnTheDeviceCostsItemsPerParameter) {
   for (AdamImpl impl : {AdamImpl::Foreach, AdamImpl::ForLoop}) {
     auto params = make_params(dev, 4);
