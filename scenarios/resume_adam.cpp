@@ -7,19 +7,16 @@
 // with its restore policy and trains steps N+1..2N. The measured window is steps N+1..2N in every
 // variant, so counts compare like for like; a resumed run must end with parameters bitwise
 // identical to the fresh run's.
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "harness/measure.h"
 #include "harness/runtime/compare.h"
-#include "harness/runtime/mlp.h"
-#include "harness/runtime/trainer.h"
 #include "harness/report/format.h"
 #include "harness/scenario.h"
 #include "harness/variant_runner.h"
 #include "scenarios/presets.h"
+#include "scenarios/training.h"
 
 namespace harness::scenarios {
 namespace {
@@ -61,13 +58,14 @@ class ResumeAdam final : public Scenario {
     for (AdamImpl impl : kImpls) {
       // The fresh run is the reference and writes the checkpoint: it always runs.
       const std::string ckpt_dir = ctx.scratch_dir + "/resume_adam_" + to_string(impl);
-      std::filesystem::create_directories(ckpt_dir);
-      const runtime::CheckpointCallback checkpoints(ckpt_dir, preset.steps_before);
-      const std::string ckpt = checkpoints.path_for(preset.steps_before);
+      const std::string ckpt = checkpoint_at_step_n(ckpt_dir, preset);
+      runtime::AdamOptions adam;
+      adam.impl = impl;
       std::vector<at::Tensor> reference;
       const VariantResult fresh = runner.run(fresh_name(impl), [&](VariantResult& r) {
         r.axes = {{"impl", to_string(impl)}, {"restore", "none"}};
-        reference = train(ctx, preset, impl, RestorePolicy::Rebuild, std::nullopt, ckpt_dir, r);
+        reference = train_and_measure(ctx, preset, adam, RestorePolicy::Rebuild, std::nullopt,
+                                      ckpt_dir, r);
         r.correctness = {false, false, "reference: 2N steps without interruption"};
       });
       if (ctx.wants_variant(fresh.name)) result.variants.push_back(fresh);
@@ -78,7 +76,7 @@ class ResumeAdam final : public Scenario {
         result.variants.push_back(runner.run(name, [&](VariantResult& r) {
           r.axes = {{"impl", to_string(impl)}, {"restore", to_string(policy)}};
           if (!fresh.ran) throw std::runtime_error("the fresh run it resumes from failed");
-          const auto params = train(ctx, preset, impl, policy, ckpt, std::nullopt, r);
+          const auto params = train_and_measure(ctx, preset, adam, policy, ckpt, std::nullopt, r);
           const auto cmp = runtime::compare_parameters(params, reference);
           r.correctness = {true, cmp.identical,
                            "vs " + fresh.name + " after step " +
@@ -91,35 +89,6 @@ class ResumeAdam final : public Scenario {
   }
 
  private:
-  // Trains to 2N steps (resuming from `resume_from` if given; saving every N steps into
-  // `checkpoint_dir` if given), measures steps N+1..2N into `r`, and returns the final parameters.
-  static std::vector<at::Tensor> train(RunContext& ctx, const TrainingPreset& preset,
-                                       AdamImpl impl, RestorePolicy policy,
-                                       const std::optional<std::string>& resume_from,
-                                       const std::optional<std::string>& checkpoint_dir,
-                                       VariantResult& r) {
-    runtime::AdamOptions adam;
-    adam.impl = impl;
-    runtime::MlpRegression model(preset.model(), adam);
-    runtime::SyntheticRegressionData data(preset.data(ctx.device.kind));
-    runtime::SingleDeviceStrategy strategy(ctx.device.device(0), policy);
-    runtime::Trainer trainer(strategy, data, {2 * preset.steps_before, 2});
-    StepWindow window(ctx.instrument, preset.steps_before);
-    trainer.add_callback(&window);
-    std::optional<runtime::CheckpointCallback> checkpoint;
-    if (checkpoint_dir) {
-      checkpoint.emplace(*checkpoint_dir, preset.steps_before);
-      trainer.add_callback(&*checkpoint);
-    }
-    trainer.fit(model, resume_from);
-    if (window.steps() != preset.steps_before) {
-      throw std::runtime_error("measured " + std::to_string(window.steps()) + " steps, expected " +
-                               std::to_string(preset.steps_before));
-    }
-    window.finish(r);
-    return model.parameters();
-  }
-
   // The pathology in one table: D2H copies and syncs per step, and how many more than fresh.
   static ResultTable extra_reads_table(const ScenarioResult& result, const TrainingPreset& preset) {
     ResultTable t;

@@ -117,6 +117,51 @@ class ResumeAdamRun(unittest.TestCase):
                 self.assertEqual(v[key], again[name][key], (name, key))
 
 
+class FusedAdamRun(unittest.TestCase):
+    """The implementation table, the scaling table and the fused_adam gate."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        path = os.path.join(cls.tmp.name, "fused.json")
+        cls.result = bench("--scenario", "fused_adam", "--device", "sim", "--out", path, "--gate",
+                           os.path.join(SOURCE_DIR, "reports", "gates", "fused_adam.json"))
+        with open(path) as f:
+            cls.scenario = json.load(f)["scenarios"][0]
+        cls.variants = {v["name"]: v for v in cls.scenario["variants"]}
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_gate_passes(self):
+        self.assertEqual(self.result.returncode, 0, self.result.stdout + self.result.stderr)
+        self.assertIn("optimizer.step alone", self.result.stdout)
+
+    def test_launches_scale_per_parameter_per_op_and_per_group(self):
+        per_impl = {"forloop": lambda n: 7 * n, "foreach": lambda n: 7, "fused": lambda n: 2,
+                    "capturable": lambda n: 17}
+        for impl, expected in per_impl.items():
+            for n in (10, 100, 1000):
+                for numel in (256, 16384):
+                    v = self.variants["scale/%s/tensors=%d/numel=%d" % (impl, n, numel)]
+                    self.assertEqual(per_step(v, "launch.count"), expected(n), v["name"])
+                    self.assertEqual(per_step(v, "sync.count"), 0, v["name"])
+
+    def test_only_host_step_implementations_sync_after_move_all(self):
+        params = int(self.scenario["config"]["parameter_tensors"])
+        expected = {"forloop": params, "foreach": 2 * params, "fused": 0, "capturable": 0}
+        for impl, syncs in expected.items():
+            self.assertEqual(per_step(self.variants["resumed_move_all/" + impl], "sync.count"),
+                             syncs, impl)
+            self.assertEqual(per_step(self.variants["fresh/" + impl], "sync.count"), 0, impl)
+            self.assertTrue(self.variants["resumed_move_all/" + impl]["correctness"]["passed"])
+
+    def test_scaling_table_in_json(self):
+        titles = [t["title"] for t in self.scenario["tables"]]
+        self.assertTrue(any("optimizer.step alone" in t for t in titles), titles)
+
+
 class GateFailures(unittest.TestCase):
     def test_violated_rule_exits_1_and_names_it(self):
         with tempfile.TemporaryDirectory() as tmp:
@@ -190,6 +235,7 @@ class Listing(unittest.TestCase):
         self.assertEqual(run.returncode, 0)
         self.assertIn("resume_adam", run.stdout)
         self.assertIn("resume_keep_step/foreach", run.stdout)
+        self.assertIn("scale/fused/tensors=1000/numel=256", run.stdout)
 
     def test_help_exits_zero(self):
         self.assertEqual(bench("--help").returncode, 0)
