@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "harness/errors.h"
+#include "harness/runtime/adam_internal.h"
 
 namespace harness::runtime {
 
@@ -139,15 +140,7 @@ void Adam::single_tensor_adam(Group& g) {
     at::Tensor& step_t = g.steps[i];
 
     step_t.add_(1);
-    if (o.weight_decay != 0) {
-      if (o.decoupled_weight_decay) {
-        param.mul_(1 - o.lr * o.weight_decay);
-      } else {
-        grad = grad.add(param, o.weight_decay);
-      }
-    }
-    exp_avg.lerp_(grad, 1 - o.beta1);
-    exp_avg_sq.mul_(o.beta2).addcmul_(grad, grad, 1 - o.beta2);
+    detail::decay_and_update_moments(o, param, grad, exp_avg, exp_avg_sq);
 
     const double step = step_t.item<double>();  // _get_value(step_t)
     const double bias_correction1 = 1 - std::pow(o.beta1, step);

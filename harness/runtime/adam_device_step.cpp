@@ -25,6 +25,8 @@
 
 namespace harness::runtime {
 
+using detail::decay_and_update_moments;
+using detail::foreach_decay_and_update_moments;
 using detail::group_by_device_and_dtype;
 using detail::pick;
 
@@ -38,15 +40,7 @@ void Adam::single_tensor_adam_capturable(Group& g) {
     at::Tensor& step_t = g.steps[i];
 
     step_t.add_(1);
-    if (o.weight_decay != 0) {
-      if (o.decoupled_weight_decay) {
-        param.mul_(1 - o.lr * o.weight_decay);
-      } else {
-        grad = grad.add(param, o.weight_decay);
-      }
-    }
-    exp_avg.lerp_(grad, 1 - o.beta1);
-    exp_avg_sq.mul_(o.beta2).addcmul_(grad, grad, 1 - o.beta2);
+    decay_and_update_moments(o, param, grad, exp_avg, exp_avg_sq);
 
     const at::Tensor bias_correction1 = at::rsub(at::pow(o.beta1, step_t), 1);
     const at::Tensor bias_correction2 = at::rsub(at::pow(o.beta2, step_t), 1);
@@ -78,18 +72,7 @@ void Adam::multi_tensor_adam_capturable(Group& g) {
 
     if (o.maximize) grads = at::_foreach_neg(grads);
     at::_foreach_add_(steps, 1);
-    if (o.weight_decay != 0) {
-      if (o.decoupled_weight_decay) {
-        at::_foreach_mul_(params, 1 - o.lr * o.weight_decay);
-      } else if (o.maximize) {
-        at::_foreach_add_(grads, params, o.weight_decay);
-      } else {
-        grads = at::_foreach_add(grads, params, o.weight_decay);
-      }
-    }
-    at::_foreach_lerp_(exp_avgs, grads, 1 - o.beta1);
-    at::_foreach_mul_(exp_avg_sqs, o.beta2);
-    at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - o.beta2);
+    foreach_decay_and_update_moments(o, params, grads, exp_avgs, exp_avg_sqs);
 
     std::vector<at::Tensor> bias_correction1 = at::_foreach_pow(o.beta1, steps);
     std::vector<at::Tensor> bias_correction2 = at::_foreach_pow(o.beta2, steps);

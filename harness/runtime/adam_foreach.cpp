@@ -47,8 +47,40 @@ std::vector<at::Tensor> pick(const std::vector<at::Tensor>& all, const std::vect
   return out;
 }
 
+void decay_and_update_moments(const AdamOptions& o, at::Tensor& param, at::Tensor grad,
+                              at::Tensor& exp_avg, at::Tensor& exp_avg_sq) {
+  if (o.weight_decay != 0) {
+    if (o.decoupled_weight_decay) {
+      param.mul_(1 - o.lr * o.weight_decay);
+    } else {
+      grad = grad.add(param, o.weight_decay);
+    }
+  }
+  exp_avg.lerp_(grad, 1 - o.beta1);
+  exp_avg_sq.mul_(o.beta2).addcmul_(grad, grad, 1 - o.beta2);
+}
+
+void foreach_decay_and_update_moments(const AdamOptions& o, std::vector<at::Tensor>& params,
+                                      std::vector<at::Tensor>& grads,
+                                      std::vector<at::Tensor>& exp_avgs,
+                                      std::vector<at::Tensor>& exp_avg_sqs) {
+  if (o.weight_decay != 0) {
+    if (o.decoupled_weight_decay) {
+      at::_foreach_mul_(params, 1 - o.lr * o.weight_decay);
+    } else if (o.maximize) {
+      at::_foreach_add_(grads, params, o.weight_decay);
+    } else {
+      grads = at::_foreach_add(grads, params, o.weight_decay);
+    }
+  }
+  at::_foreach_lerp_(exp_avgs, grads, 1 - o.beta1);
+  at::_foreach_mul_(exp_avg_sqs, o.beta2);
+  at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - o.beta2);
+}
+
 }  // namespace detail
 
+using detail::foreach_decay_and_update_moments;
 using detail::group_by_device_and_dtype;
 using detail::pick;
 
@@ -70,19 +102,7 @@ void Adam::multi_tensor_adam(Group& g) {
       at::_foreach_add_(steps, 1);
     }
 
-    if (o.weight_decay != 0) {
-      if (o.decoupled_weight_decay) {
-        at::_foreach_mul_(params, 1 - o.lr * o.weight_decay);
-      } else if (o.maximize) {
-        at::_foreach_add_(grads, params, o.weight_decay);
-      } else {
-        grads = at::_foreach_add(grads, params, o.weight_decay);
-      }
-    }
-
-    at::_foreach_lerp_(exp_avgs, grads, 1 - o.beta1);
-    at::_foreach_mul_(exp_avg_sqs, o.beta2);
-    at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - o.beta2);
+    foreach_decay_and_update_moments(o, params, grads, exp_avgs, exp_avg_sqs);
 
     // Not capturable: bias corrections as host numbers, one `_get_value(step)` (an `.item()`)
     // per step tensor for each of the two corrections.

@@ -1,8 +1,11 @@
 #pragma once
-// Shared by the Adam implementation files: Optimizer._group_tensors_by_device_and_dtype.
+// Shared by the Adam implementation files: Optimizer._group_tensors_by_device_and_dtype, and the
+// part of a step every non-fused path has in common (weight decay and the two moment updates).
 #include <ATen/core/Tensor.h>
 
 #include <vector>
+
+#include "harness/runtime/adam.h"
 
 namespace harness::runtime::detail {
 
@@ -10,5 +13,15 @@ namespace harness::runtime::detail {
 std::vector<std::vector<size_t>> group_by_device_and_dtype(const std::vector<at::Tensor>& params);
 // all[i] for i in idx.
 std::vector<at::Tensor> pick(const std::vector<at::Tensor>& all, const std::vector<size_t>& idx);
+
+// After `step += 1`: weight decay (L2 into the gradient, or decoupled into the parameter), then
+// exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2).
+void decay_and_update_moments(const AdamOptions& o, at::Tensor& param, at::Tensor grad,
+                              at::Tensor& exp_avg, at::Tensor& exp_avg_sq);
+// The same with _foreach_* ops. `maximize` matters: the negated gradients are updated in place.
+void foreach_decay_and_update_moments(const AdamOptions& o, std::vector<at::Tensor>& params,
+                                      std::vector<at::Tensor>& grads,
+                                      std::vector<at::Tensor>& exp_avgs,
+                                      std::vector<at::Tensor>& exp_avg_sqs);
 
 }  // namespace harness::runtime::detail
