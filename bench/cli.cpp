@@ -26,6 +26,8 @@ void define_flags(CLI::App& app, BenchOptions& o) {
       ->check(CLI::Range(1, 1000000));
   app.add_option("-o,--out", o.json_out, "Write the JSON report (schema v1) to this file");
   app.add_option("--markdown", o.markdown_out, "Write a markdown summary to this file");
+  app.add_option("--trace", o.trace_out,
+                 "Write a Chrome/Perfetto trace (phases, variants, device events) to this file");
   app.add_option("-g,--gate", o.gates, "Evaluate this gate file; exit 1 if a rule fails (repeatable)");
   app.add_option("--baseline", o.baseline, "Baseline report for the gates' baseline rules");
   app.add_flag("-l,--list", o.list, "List scenarios and their variants");

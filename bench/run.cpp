@@ -173,6 +173,7 @@ ExitCode run_bench(const BenchOptions& o) {
   if (!o.baseline.empty()) baseline = read_report_file(o.baseline);
   check_writable_destination(o.json_out, "--out");
   check_writable_destination(o.markdown_out, "--markdown");
+  check_writable_destination(o.trace_out, "--trace");
 
   const runtime::DeviceSelection device = runtime::select_device(o.device);
   const std::unique_ptr<Instrument> instrument = make_instrument(device.kind);
@@ -187,10 +188,17 @@ ExitCode run_bench(const BenchOptions& o) {
   if (!o.markdown_out.empty()) reporters.add(std::make_unique<MarkdownReporter>(o.markdown_out));
   reporters.on_run_start(report.provenance);
 
+  std::optional<TraceRecorder> trace;
+  if (!o.trace_out.empty()) {
+    trace.emplace();
+    set_phase_listener(&*trace);
+    instrument->attach_trace(&*trace);
+  }
   ScratchDir scratch;
   Progress progress(o.run.quiet);
   for (auto& [info, scenario] : chosen) {
-    RunContext context{device, *instrument, o.run, progress, scratch.path()};
+    RunContext context{device, *instrument, o.run, progress, scratch.path(),
+                       trace ? &*trace : nullptr};
     reporters.on_scenario_start(info->name, scenario->variant_names(o.run).size());
     ScenarioResult result;
     try {
@@ -210,6 +218,16 @@ ExitCode run_bench(const BenchOptions& o) {
     report.scenarios.push_back(std::move(result));
   }
   reporters.on_run_done(report);
+  if (trace) {
+    set_phase_listener(nullptr);
+    instrument->attach_trace(nullptr);
+    const Provenance& p = report.provenance;
+    write_file_atomically(o.trace_out, trace->to_json({{"tool", "harness " + p.tool_version},
+                                                       {"git_sha", p.git_sha},
+                                                       {"device", p.device_name},
+                                                       {"instrument", p.instrument},
+                                                       {"started_at", p.started_at}}));
+  }
 
   bool gates_passed = true;
   for (const GateFile& gate : gates) {

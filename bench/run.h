@@ -15,6 +15,7 @@ struct BenchOptions {
   RunOptions run;
   std::string json_out;      // --out
   std::string markdown_out;  // --markdown
+  std::string trace_out;     // --trace
   std::vector<std::string> gates;
   std::string baseline;
   bool list = false;

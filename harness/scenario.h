@@ -42,6 +42,7 @@ struct RunContext {
   RunOptions options;
   Progress& progress;
   std::string scratch_dir;  // a private directory for checkpoints, removed after the run
+  TraceRecorder* trace = nullptr;  // the run's timeline when --trace is given
 
   bool wants_variant(const std::string& name) const;
 };

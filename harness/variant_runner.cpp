@@ -19,6 +19,8 @@ VariantResult VariantRunner::run(const std::string& name,
   const bool shown = context_.wants_variant(name);
   if (shown) context_.progress.variant_started(scenario_, name, ++shown_, total_);
   const auto t0 = std::chrono::steady_clock::now();
+  const std::string section = scenario_ + " " + name;
+  if (context_.trace) context_.trace->section_begin(section);
   try {
     body(r);
     r.ran = true;
@@ -26,6 +28,7 @@ VariantResult VariantRunner::run(const std::string& name,
     r.ran = false;
     r.error = first_line(e.what());
   }
+  if (context_.trace) context_.trace->section_end(section);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (shown) context_.progress.variant_finished(r, seconds);

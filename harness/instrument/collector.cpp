@@ -3,6 +3,7 @@
 #include <string>
 
 #include "harness/instrument/phase.h"
+#include "harness/instrument/trace.h"
 
 namespace harness {
 namespace {
@@ -13,19 +14,36 @@ PhaseCounts& EventCollector::current_phase_counts() {
   return counts_.phases[Phase::current_name()];
 }
 
-void EventCollector::record_launch(std::string_view op) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& c = current_phase_counts();
-  c.launches += 1;
-  c.launches_by_op[std::string(op)] += 1;
+void EventCollector::record_launch(std::string_view op, int64_t begin_ns) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& c = current_phase_counts();
+    c.launches += 1;
+    c.launches_by_op[std::string(op)] += 1;
+  }
+  if (trace_) {
+    const int64_t end = trace_clock_ns();
+    trace_->add_span("device ops", op, "kernel", begin_ns ? begin_ns : end, end,
+                     {{"phase", Phase::current_name()}});
+  }
 }
 
-void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto& tally = current_phase_counts().copies(kind);
-  tally.count += 1;
-  tally.bytes += bytes;
-  if (host_pinned) tally.pinned += 1;
+void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
+                                 int64_t begin_ns) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& tally = current_phase_counts().copies(kind);
+    tally.count += 1;
+    tally.bytes += bytes;
+    if (host_pinned) tally.pinned += 1;
+  }
+  if (trace_) {
+    const int64_t end = trace_clock_ns();
+    trace_->add_span("copies", to_string(kind), "memcpy", begin_ns ? begin_ns : end, end,
+                     {{"bytes", std::to_string(bytes)},
+                      {"host memory", host_pinned ? "pinned" : "pageable"},
+                      {"phase", Phase::current_name()}});
+  }
 }
 
 void EventCollector::record_sync(std::string_view op, std::string_view reason) {
@@ -33,6 +51,10 @@ void EventCollector::record_sync(std::string_view op, std::string_view reason) {
   const char* phase = Phase::current_name();
   counts_.phases[phase].syncs += 1;
   counts_.sync_sites[{phase, std::string(op), std::string(reason)}] += 1;
+  if (trace_) {
+    trace_->add_instant("syncs", op, "sync", trace_clock_ns(),
+                        {{"reason", std::string(reason)}, {"phase", phase}});
+  }
 }
 
 void EventCollector::record_collective(std::string_view name, int64_t bytes) {
@@ -68,9 +90,11 @@ namespace events {
   } catch (...) {                                                       \
   }
 
-void record_launch(std::string_view op) noexcept { HARNESS_FORWARD_EVENT(record_launch(op)); }
-void record_copy(CopyKind kind, int64_t bytes, bool host_pinned) noexcept {
-  HARNESS_FORWARD_EVENT(record_copy(kind, bytes, host_pinned));
+void record_launch(std::string_view op, int64_t begin_ns) noexcept {
+  HARNESS_FORWARD_EVENT(record_launch(op, begin_ns));
+}
+void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns) noexcept {
+  HARNESS_FORWARD_EVENT(record_copy(kind, bytes, host_pinned, begin_ns));
 }
 void record_sync(std::string_view op, std::string_view reason) noexcept {
   HARNESS_FORWARD_EVENT(record_sync(op, reason));
@@ -80,6 +104,7 @@ void record_collective(std::string_view name, int64_t bytes) noexcept {
 }
 #undef HARNESS_FORWARD_EVENT
 bool collecting() noexcept { return g_active.load(std::memory_order_acquire) != nullptr; }
+int64_t begin_time() noexcept { return collecting() ? trace_clock_ns() : 0; }
 }  // namespace events
 
 }  // namespace harness

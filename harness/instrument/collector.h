@@ -14,21 +14,27 @@
 
 namespace harness {
 
+class TraceRecorder;
+
 class EventCollector {
  public:
-  void record_launch(std::string_view op);
-  void record_copy(CopyKind kind, int64_t bytes, bool host_pinned);
+  // `begin_ns` (trace_clock_ns()) is when the op or copy started, for the trace; 0: just now.
+  void record_launch(std::string_view op, int64_t begin_ns = 0);
+  void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns = 0);
   void record_sync(std::string_view op, std::string_view reason);
   void record_collective(std::string_view name, int64_t bytes);
 
   Counts snapshot() const;
   void clear();
+  // Also put every event on this timeline (nullptr: counts only).
+  void set_trace(TraceRecorder* trace) { trace_ = trace; }
 
  private:
   PhaseCounts& current_phase_counts();  // requires mu_
 
   mutable std::mutex mu_;
   Counts counts_;
+  TraceRecorder* trace_ = nullptr;
 };
 
 // Makes a collector the active one for its lifetime (and restores the previous one after).
@@ -45,11 +51,13 @@ class ScopedCollection {
 
 namespace events {
 // The entry points for device backends. Each is a no-op when no collector is active.
-void record_launch(std::string_view op) noexcept;
-void record_copy(CopyKind kind, int64_t bytes, bool host_pinned) noexcept;
+void record_launch(std::string_view op, int64_t begin_ns = 0) noexcept;
+void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns = 0) noexcept;
 void record_sync(std::string_view op, std::string_view reason) noexcept;
 void record_collective(std::string_view name, int64_t bytes) noexcept;
 bool collecting() noexcept;
+// trace_clock_ns() while a collector is active, else 0 (so that timing costs nothing when off).
+int64_t begin_time() noexcept;
 }  // namespace events
 
 }  // namespace harness

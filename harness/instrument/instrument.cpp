@@ -10,6 +10,7 @@ class DispatcherInstrument final : public Instrument {
   std::string status() const override { return "ok"; }
   bool available() const override { return true; }
   bool measures_launches() const override { return counts_launches_; }
+  void attach_trace(TraceRecorder* trace) override { collector_.set_trace(trace); }
   void start() override { scope_.emplace(collector_); }
   void stop() override { scope_.reset(); }
   Counts take() override {

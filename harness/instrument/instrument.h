@@ -9,6 +9,7 @@
 #include <string>
 
 #include "harness/instrument/collector.h"
+#include "harness/instrument/trace.h"
 #include "harness/runtime/device.h"
 
 namespace harness {
@@ -22,6 +23,9 @@ class Instrument {
   virtual bool available() const = 0;
   // Whether launch counts are measured (false: reported as null).
   virtual bool measures_launches() const = 0;
+
+  // Also put the events it sees on this timeline (nullptr: off).
+  virtual void attach_trace(TraceRecorder* trace) { (void)trace; }
 
   // Count events between start() and stop(); counts accumulate until take().
   virtual void start() = 0;

@@ -162,6 +162,30 @@ class FusedAdamRun(unittest.TestCase):
         self.assertTrue(any("optimizer.step alone" in t for t in titles), titles)
 
 
+class Trace(unittest.TestCase):
+    def test_trace_is_chrome_json_with_phases_and_device_events(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            run = bench("--scenario", "resume_adam", "--device", "sim", "--variant",
+                        "resume_move_all/foreach", "--trace", path, "-q")
+            self.assertEqual(run.returncode, 0, run.stderr)
+            with open(path) as f:
+                doc = json.load(f)
+            self.assertEqual(os.listdir(tmp), ["trace.json"])  # no temporary left behind
+        events = doc["traceEvents"]
+        phases = {e["name"] for e in events if e.get("cat") == "phase"}
+        for phase in ("train.forward", "train.backward", "optimizer.step", "checkpoint.load"):
+            self.assertIn(phase, phases)
+        kernels = [e for e in events if e.get("cat") == "kernel"]
+        self.assertTrue(kernels and all(e["dur"] >= 0 for e in kernels))
+        syncs = [e for e in events if e.get("cat") == "sync"]
+        item = [e for e in syncs if e["name"] == "aten::_local_scalar_dense"]
+        self.assertEqual(len(item), 100)  # 2 x 10 parameter tensors x 5 measured steps
+        self.assertTrue(all(e["args"]["phase"] == "optimizer.step" for e in item))
+        sections = [e["name"] for e in events if e.get("cat") == "variant" and e["ph"] == "B"]
+        self.assertIn("resume_adam resume_move_all/foreach", sections)
+
+
 class GateFailures(unittest.TestCase):
     def test_violated_rule_exits_1_and_names_it(self):
         with tempfile.TemporaryDirectory() as tmp:

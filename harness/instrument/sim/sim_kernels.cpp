@@ -137,22 +137,23 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   const bool src_sim = is_sim(src);
   const bool dst_sim = is_sim(dst);
   const int64_t bytes = dst.numel() * static_cast<int64_t>(dst.element_size());
-  if (src_sim && dst_sim) {
-    if (src.device() != dst.device() || memcpy_eligible(dst, src)) {
-      events::record_copy(CopyKind::DeviceToDevice, bytes, false);
-    } else {
-      events::record_launch("aten::copy_");  // a strided or casting copy is a kernel
-    }
-  } else if (dst_sim) {
-    events::record_copy(CopyKind::HostToDevice, bytes, host_pinned(src));
-    if (!non_blocking) events::record_sync("aten::copy_", "blocking copy H2D");
-  } else {
-    events::record_copy(CopyKind::DeviceToHost, bytes, host_pinned(dst));
-    if (!non_blocking) events::record_sync("aten::copy_", "blocking copy D2H");
-  }
+  const int64_t begin = events::begin_time();
   at::Tensor cpu_dst = dst_sim ? cpu_alias(dst) : dst;
   const at::Tensor cpu_src = src_sim ? cpu_alias(src) : src;
   cpu_dst.copy_(cpu_src);  // a CPU-to-CPU copy: the backend's own work, not counted
+  if (src_sim && dst_sim) {
+    if (src.device() != dst.device() || memcpy_eligible(dst, src)) {
+      events::record_copy(CopyKind::DeviceToDevice, bytes, false, begin);
+    } else {
+      events::record_launch("aten::copy_", begin);  // a strided or casting copy is a kernel
+    }
+  } else if (dst_sim) {
+    events::record_copy(CopyKind::HostToDevice, bytes, host_pinned(src), begin);
+    if (!non_blocking) events::record_sync("aten::copy_", "blocking copy H2D");
+  } else {
+    events::record_copy(CopyKind::DeviceToHost, bytes, host_pinned(dst), begin);
+    if (!non_blocking) events::record_sync("aten::copy_", "blocking copy D2H");
+  }
   return dst;
 }
 
@@ -304,13 +305,14 @@ bool is_view_op(const c10::FunctionSchema& schema) {
 
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   const c10::FunctionSchema& schema = op.schema();
+  const int64_t begin = events::begin_time();
   FallbackCall call(schema);
   call.alias_arguments(stack);
   std::optional<c10::DeviceGuard> guard;
   if (call.device()) guard.emplace(*call.device());
   op.redispatchBoxed(kCpuKeys, stack);
   call.restore_results(stack);
-  if (!is_view_op(schema)) events::record_launch(schema.name());
+  if (!is_view_op(schema)) events::record_launch(schema.name(), begin);
 }
 
 }  // namespace

@@ -1,0 +1,102 @@
+#include "harness/instrument/trace.h"
+
+#include <chrono>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace harness {
+
+int64_t trace_clock_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+TraceRecorder::TraceRecorder() : origin_ns_(trace_clock_ns()) {}
+
+void TraceRecorder::add(Event event) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(event));
+  } catch (...) {
+    // Out of memory while tracing: the trace loses an event, the run goes on.
+  }
+}
+
+void TraceRecorder::on_phase_begin(const char* name) noexcept {
+  add({'B', "phases", name, "phase", trace_clock_ns(), 0, {}});
+}
+
+void TraceRecorder::on_phase_end(const char* name) noexcept {
+  add({'E', "phases", name, "phase", trace_clock_ns(), 0, {}});
+}
+
+void TraceRecorder::add_span(std::string_view track, std::string_view name,
+                             std::string_view category, int64_t begin_ns, int64_t end_ns,
+                             std::vector<std::pair<std::string, std::string>> args) noexcept {
+  add({'X', std::string(track), std::string(name), std::string(category), begin_ns,
+       end_ns - begin_ns, std::move(args)});
+}
+
+void TraceRecorder::add_instant(std::string_view track, std::string_view name,
+                                std::string_view category, int64_t at_ns,
+                                std::vector<std::pair<std::string, std::string>> args) noexcept {
+  add({'i', std::string(track), std::string(name), std::string(category), at_ns, 0,
+       std::move(args)});
+}
+
+void TraceRecorder::section_begin(const std::string& name) noexcept {
+  add({'B', "variants", name, "variant", trace_clock_ns(), 0, {}});
+}
+
+void TraceRecorder::section_end(const std::string& name) noexcept {
+  add({'E', "variants", name, "variant", trace_clock_ns(), 0, {}});
+}
+
+size_t TraceRecorder::event_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_.size();
+}
+
+std::string TraceRecorder::to_json(
+    const std::vector<std::pair<std::string, std::string>>& metadata) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Tracks in order of first use become threads of one process.
+  std::map<std::string, int> tids;
+  nlohmann::json events = nlohmann::json::array();
+  auto tid_of = [&](const std::string& track) {
+    auto [it, added] = tids.emplace(track, static_cast<int>(tids.size()) + 1);
+    if (added) {
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", it->second},
+                        {"args", {{"name", track}}}});
+      events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1},
+                        {"tid", it->second}, {"args", {{"sort_index", it->second}}}});
+    }
+    return it->second;
+  };
+  for (const Event& e : events_) {
+    // Integer nanoseconds inside, microseconds only here, at output.
+    nlohmann::json j = {{"name", e.name},
+                        {"cat", e.category},
+                        {"ph", std::string(1, e.phase)},
+                        {"ts", static_cast<double>(e.ts_ns - origin_ns_) / 1000.0},
+                        {"pid", 1},
+                        {"tid", tid_of(e.track)}};
+    if (e.phase == 'X') j["dur"] = static_cast<double>(e.dur_ns) / 1000.0;
+    if (e.phase == 'i') j["s"] = "t";
+    if (!e.args.empty()) {
+      nlohmann::json args = nlohmann::json::object();
+      for (const auto& [k, v] : e.args) args[k] = v;
+      j["args"] = std::move(args);
+    }
+    events.push_back(std::move(j));
+  }
+  nlohmann::json other = nlohmann::json::object();
+  for (const auto& [k, v] : metadata) other[k] = v;
+  nlohmann::json doc = {{"traceEvents", std::move(events)},
+                        {"displayTimeUnit", "ms"},
+                        {"otherData", std::move(other)}};
+  return doc.dump(1);
+}
+
+}  // namespace harness

@@ -1,0 +1,55 @@
+#pragma once
+// TraceRecorder: a timeline of the run, written as Chrome trace-event JSON (loads in Perfetto UI
+// and chrome://tracing). It records phases (as a PhaseListener), variant sections, and the device
+// events the instrument sees in measured windows: ops (spans), copies (spans with bytes), syncs
+// (instants). Names are escaped by the JSON library, never by hand.
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "harness/instrument/phase.h"
+
+namespace harness {
+
+// Monotonic clock, nanoseconds: the time base of trace events.
+int64_t trace_clock_ns() noexcept;
+
+class TraceRecorder final : public PhaseListener {
+ public:
+  TraceRecorder();
+
+  void on_phase_begin(const char* name) noexcept override;
+  void on_phase_end(const char* name) noexcept override;
+
+  // A span [begin_ns, end_ns] on a named track (e.g. "device ops", "copies").
+  void add_span(std::string_view track, std::string_view name, std::string_view category,
+                int64_t begin_ns, int64_t end_ns,
+                std::vector<std::pair<std::string, std::string>> args = {}) noexcept;
+  void add_instant(std::string_view track, std::string_view name, std::string_view category,
+                   int64_t at_ns, std::vector<std::pair<std::string, std::string>> args = {}) noexcept;
+  // Brackets one variant of one scenario on the "variants" track.
+  void section_begin(const std::string& name) noexcept;
+  void section_end(const std::string& name) noexcept;
+
+  size_t event_count() const;
+  // The Chrome trace-event document; `metadata` goes to "otherData".
+  std::string to_json(const std::vector<std::pair<std::string, std::string>>& metadata = {}) const;
+
+ private:
+  struct Event {
+    char phase;  // 'B', 'E', 'X', 'i'
+    std::string track, name, category;
+    int64_t ts_ns, dur_ns;
+    std::vector<std::pair<std::string, std::string>> args;
+  };
+  void add(Event event) noexcept;
+
+  int64_t origin_ns_;
+  mutable std::mutex mu_;
+  std::vector<Event> events_;
+};
+
+}  // namespace harness

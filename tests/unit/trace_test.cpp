@@ -1,0 +1,71 @@
+// The Chrome trace: valid JSON whatever the names, phases nested, times in microseconds.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/instrument/collector.h"
+#include "harness/instrument/phase.h"
+#include "harness/instrument/trace.h"
+
+namespace harness {
+namespace {
+
+TEST(Trace, NamesWithQuotesAndBackslashesStayValidJson) {
+  TraceRecorder trace;
+  const std::string odd = "we\"ird\\name\n\ttab";
+  const int64_t t0 = trace_clock_ns();
+  trace.add_span("device ops", odd, "kernel", t0, t0 + 2500,
+                 {{"arg \"q\"", "C:\\path"}});
+  trace.section_begin(odd);
+  trace.section_end(odd);
+  const nlohmann::json doc = nlohmann::json::parse(trace.to_json({{"k\"", "v\\"}}));
+  bool found = false;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") == "X") {
+      EXPECT_EQ(e.at("name"), odd);
+      EXPECT_EQ(e.at("args").at("arg \"q\""), "C:\\path");
+      EXPECT_NEAR(e.at("dur").get<double>(), 2.5, 1e-9);  // microseconds
+      found = true;
+    }
+  }
+  EXPECT_TRUE(found);
+  EXPECT_EQ(doc.at("otherData").at("k\""), "v\\");
+}
+
+TEST(Trace, PhasesAndCountedEventsAppearWithTheirPhase) {
+  TraceRecorder trace;
+  EventCollector collector;
+  collector.set_trace(&trace);
+  set_phase_listener(&trace);
+  {
+    ScopedCollection scope(collector);
+    Phase outer("optimizer.step");
+    events::record_launch("aten::add_", events::begin_time());
+    events::record_copy(CopyKind::DeviceToHost, 4, false);
+    events::record_sync("aten::_local_scalar_dense", "item");
+  }
+  set_phase_listener(nullptr);
+  const nlohmann::json doc = nlohmann::json::parse(trace.to_json());
+  std::map<std::string, int> by_ph;
+  std::map<int, std::string> thread_names;
+  for (const auto& e : doc.at("traceEvents")) {
+    by_ph[e.at("ph").get<std::string>()] += 1;
+    if (e.at("ph") == "M" && e.at("name") == "thread_name") {
+      thread_names[e.at("tid").get<int>()] = e.at("args").at("name").get<std::string>();
+    }
+    if (e.at("ph") == "i") {
+      EXPECT_EQ(e.at("name"), "aten::_local_scalar_dense");
+      EXPECT_EQ(e.at("args").at("phase"), "optimizer.step");
+    }
+  }
+  EXPECT_EQ(by_ph["B"], 1);
+  EXPECT_EQ(by_ph["E"], 1);
+  EXPECT_EQ(by_ph["X"], 2);  // the launch and the copy
+  EXPECT_EQ(by_ph["i"], 1);
+  std::set<std::string> names;
+  for (const auto& [_, n] : thread_names) names.insert(n);
+  EXPECT_EQ(names, (std::set<std::string>{"phases", "device ops", "copies", "syncs"}));
+}
+
+}  // namespace
+}  // namespace harness
