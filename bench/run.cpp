@@ -191,7 +191,7 @@ ExitCode run_bench(const BenchOptions& o) {
   std::optional<TraceRecorder> trace;
   if (!o.trace_out.empty()) {
     trace.emplace();
-    set_phase_listener(&*trace);
+    add_phase_listener(&*trace);
     instrument->attach_trace(&*trace);
   }
   ScratchDir scratch;
@@ -219,7 +219,7 @@ ExitCode run_bench(const BenchOptions& o) {
   }
   reporters.on_run_done(report);
   if (trace) {
-    set_phase_listener(nullptr);
+    remove_phase_listener(&*trace);
     instrument->attach_trace(nullptr);
     const Provenance& p = report.provenance;
     write_file_atomically(o.trace_out, trace->to_json({{"tool", "harness " + p.tool_version},

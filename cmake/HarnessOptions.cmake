@@ -25,6 +25,18 @@ if(NOT HARNESS_WITH_NVTX STREQUAL "OFF")
   endif()
 endif()
 
+# CUPTI: the instrument of --device cuda. Its record aggregation is unit-tested with synthetic
+# records wherever the headers and library are found, GPU or not.
+set(HARNESS_HAVE_CUPTI OFF)
+if(NOT HARNESS_WITH_CUPTI STREQUAL "OFF")
+  if(TARGET CUDA::cupti)
+    set(HARNESS_HAVE_CUPTI ON)
+  elseif(HARNESS_WITH_CUPTI STREQUAL "ON")
+    message(FATAL_ERROR "HARNESS_WITH_CUPTI=ON but CUPTI was not found. Install the CUDA toolkit "
+                        "with CUPTI or configure with -DHARNESS_WITH_CUPTI=OFF.")
+  endif()
+endif()
+
 # CUDA device support (LibTorch's CUDA libraries) is opt-in: a CPU-only machine has the toolkit
 # but the wheel's CUDA libraries also need cuDNN and friends, and the GPU machine brings its own.
 set(HARNESS_HAVE_CUDA OFF)
@@ -46,4 +58,4 @@ if(HARNESS_HAVE_CUDA)
                         CUDA::cudart)
 endif()
 
-message(STATUS "harness: NVTX=${HARNESS_HAVE_NVTX} CUDA=${HARNESS_HAVE_CUDA}")
+message(STATUS "harness: NVTX=${HARNESS_HAVE_NVTX} CUPTI=${HARNESS_HAVE_CUPTI} CUDA=${HARNESS_HAVE_CUDA}")

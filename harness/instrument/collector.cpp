@@ -64,6 +64,11 @@ void EventCollector::record_collective(std::string_view name, int64_t bytes) {
   tally.bytes += bytes;
 }
 
+void EventCollector::record_stream_wait() {
+  std::lock_guard<std::mutex> lock(mu_);
+  current_phase_counts().stream_waits += 1;
+}
+
 Counts EventCollector::snapshot() const {
   std::lock_guard<std::mutex> lock(mu_);
   return counts_;
@@ -102,6 +107,7 @@ void record_sync(std::string_view op, std::string_view reason) noexcept {
 void record_collective(std::string_view name, int64_t bytes) noexcept {
   HARNESS_FORWARD_EVENT(record_collective(name, bytes));
 }
+void record_stream_wait() noexcept { HARNESS_FORWARD_EVENT(record_stream_wait()); }
 #undef HARNESS_FORWARD_EVENT
 bool collecting() noexcept { return g_active.load(std::memory_order_acquire) != nullptr; }
 int64_t begin_time() noexcept { return collecting() ? trace_clock_ns() : 0; }

@@ -23,6 +23,7 @@ class EventCollector {
   void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns = 0);
   void record_sync(std::string_view op, std::string_view reason);
   void record_collective(std::string_view name, int64_t bytes);
+  void record_stream_wait();
 
   Counts snapshot() const;
   void clear();
@@ -55,6 +56,7 @@ void record_launch(std::string_view op, int64_t begin_ns = 0) noexcept;
 void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns = 0) noexcept;
 void record_sync(std::string_view op, std::string_view reason) noexcept;
 void record_collective(std::string_view name, int64_t bytes) noexcept;
+void record_stream_wait() noexcept;
 bool collecting() noexcept;
 // trace_clock_ns() while a collector is active, else 0 (so that timing costs nothing when off).
 int64_t begin_time() noexcept;

@@ -31,6 +31,8 @@ void PhaseCounts::add(const PhaseCounts& o) {
   d2h.add(o.d2h);
   d2d.add(o.d2d);
   syncs += o.syncs;
+  memsets += o.memsets;
+  stream_waits += o.stream_waits;
   for (const auto& [name, c] : o.collectives) {
     collectives[name].count += c.count;
     collectives[name].bytes += c.bytes;
@@ -39,7 +41,8 @@ void PhaseCounts::add(const PhaseCounts& o) {
 
 bool PhaseCounts::operator==(const PhaseCounts& o) const {
   return launches == o.launches && launches_by_op == o.launches_by_op && h2d == o.h2d &&
-         d2h == o.d2h && d2d == o.d2d && syncs == o.syncs && collectives == o.collectives;
+         d2h == o.d2h && d2d == o.d2d && syncs == o.syncs && memsets == o.memsets &&
+         stream_waits == o.stream_waits && collectives == o.collectives;
 }
 
 PhaseCounts Counts::total() const {
@@ -66,6 +69,9 @@ std::vector<Measurement> to_measurements(const PhaseCounts& c, double divisor) {
       {"d2d.count", v(c.d2d.count), "count", "device-to-device copies"},
       {"d2d.bytes", v(c.d2d.bytes), "bytes", "bytes copied device-to-device"},
       {"sync.count", v(c.syncs), "count", "host-device synchronizations"},
+      {"memset.count", v(c.memsets), "count", "device memsets"},
+      {"stream_wait.count", v(c.stream_waits), "count",
+       "stream-wait-event (device-side waits, not host syncs)"},
   };
   int64_t coll_count = 0, coll_bytes = 0;
   for (const auto& [name, t] : c.collectives) {

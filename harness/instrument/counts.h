@@ -35,6 +35,8 @@ struct PhaseCounts {
   std::map<std::string, int64_t> launches_by_op;
   CopyTally h2d, d2h, d2d;
   int64_t syncs = 0;
+  int64_t memsets = 0;       // CUDA memsets (CUPTI MEMSET records); sim has none
+  int64_t stream_waits = 0;  // stream-wait-event: device-side, not a host sync
   std::map<std::string, CollectiveTally> collectives;
 
   CopyTally& copies(CopyKind kind);

@@ -1,4 +1,9 @@
+// The one place that knows which instruments this build has (#ifdefs stay here).
 #include "harness/instrument/instrument.h"
+
+#if HARNESS_HAVE_CUPTI
+#include "harness/instrument/cupti/cupti_collector.h"
+#endif
 
 namespace harness {
 namespace {
@@ -48,7 +53,11 @@ std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind) {
     case runtime::DeviceKind::Cpu: return std::make_unique<DispatcherInstrument>(false);
     case runtime::DeviceKind::Cuda: break;
   }
+#if HARNESS_HAVE_CUPTI
+  return cupti::make_cupti_instrument();
+#else
   return std::make_unique<UnavailableInstrument>("this build has no CUPTI collector");
+#endif
 }
 
 }  // namespace harness

@@ -1,6 +1,7 @@
 #include "harness/instrument/phase.h"
 
 #include <atomic>
+#include <stdexcept>
 
 #include "harness/instrument/counts.h"
 
@@ -11,7 +12,7 @@
 namespace harness {
 namespace {
 std::atomic<const Phase*> g_top{nullptr};
-std::atomic<PhaseListener*> g_listener{nullptr};
+std::atomic<PhaseListener*> g_listeners[kMaxPhaseListeners] = {};
 
 #if HARNESS_HAVE_NVTX
 nvtxDomainHandle_t harness_domain() {
@@ -31,11 +32,15 @@ Phase::Phase(const char* name) noexcept : name_(name), parent_(g_top.load()) {
   attributes.message.ascii = name;
   nvtxDomainRangePushEx(harness_domain(), &attributes);
 #endif
-  if (PhaseListener* l = g_listener.load()) l->on_phase_begin(name_);
+  for (auto& slot : g_listeners) {
+    if (PhaseListener* l = slot.load()) l->on_phase_begin(name_);
+  }
 }
 
 Phase::~Phase() {
-  if (PhaseListener* l = g_listener.load()) l->on_phase_end(name_);
+  for (auto& slot : g_listeners) {
+    if (PhaseListener* l = slot.load()) l->on_phase_end(name_);
+  }
 #if HARNESS_HAVE_NVTX
   nvtxDomainRangePop(harness_domain());
 #endif
@@ -47,6 +52,19 @@ const char* Phase::current_name() noexcept {
   return top ? top->name_ : kNoPhase;
 }
 
-void set_phase_listener(PhaseListener* listener) noexcept { g_listener.store(listener); }
+void add_phase_listener(PhaseListener* listener) {
+  for (auto& slot : g_listeners) {
+    PhaseListener* expected = nullptr;
+    if (slot.compare_exchange_strong(expected, listener)) return;
+  }
+  throw std::length_error("too many phase listeners");
+}
+
+void remove_phase_listener(PhaseListener* listener) noexcept {
+  for (auto& slot : g_listeners) {
+    PhaseListener* expected = listener;
+    slot.compare_exchange_strong(expected, nullptr);
+  }
+}
 
 }  // namespace harness

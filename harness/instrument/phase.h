@@ -29,13 +29,16 @@ class Phase {
   const Phase* parent_;
 };
 
-// Observers of phase boundaries (the trace writer): at most one, installed for a window.
+// Observers of phase boundaries (the trace writer, the CUPTI collector): up to
+// kMaxPhaseListeners at once, added and removed by the thread that drives the run.
 class PhaseListener {
  public:
   virtual ~PhaseListener() = default;
   virtual void on_phase_begin(const char* name) noexcept = 0;
   virtual void on_phase_end(const char* name) noexcept = 0;
 };
-void set_phase_listener(PhaseListener* listener) noexcept;
+inline constexpr int kMaxPhaseListeners = 4;
+void add_phase_listener(PhaseListener* listener);  // throws std::length_error when full
+void remove_phase_listener(PhaseListener* listener) noexcept;
 
 }  // namespace harness

@@ -36,7 +36,7 @@ TEST(Trace, PhasesAndCountedEventsAppearWithTheirPhase) {
   TraceRecorder trace;
   EventCollector collector;
   collector.set_trace(&trace);
-  set_phase_listener(&trace);
+  add_phase_listener(&trace);
   {
     ScopedCollection scope(collector);
     Phase outer("optimizer.step");
@@ -44,7 +44,7 @@ TEST(Trace, PhasesAndCountedEventsAppearWithTheirPhase) {
     events::record_copy(CopyKind::DeviceToHost, 4, false);
     events::record_sync("aten::_local_scalar_dense", "item");
   }
-  set_phase_listener(nullptr);
+  remove_phase_listener(&trace);
   const nlohmann::json doc = nlohmann::json::parse(trace.to_json());
   std::map<std::string, int> by_ph;
   std::map<int, std::string> thread_names;

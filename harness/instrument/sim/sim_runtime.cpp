@@ -111,9 +111,9 @@ class SimGuardImpl final : public c10::impl::DeviceGuardImplInterface {
               const c10::EventFlag) const override {
     if (*event == nullptr) *event = new char(0);
   }
-  void block(void* event, const c10::Stream&) const override {
-    // Stream-wait-event is device-side: not a host sync (DESIGN.md).
-    (void)event;
+  void block(void*, const c10::Stream&) const override {
+    // Stream-wait-event is device-side: not a host sync, counted apart (DESIGN.md).
+    events::record_stream_wait();
   }
   bool queryEvent(void*) const override { return true; }
   void destroyEvent(void* event, const c10::DeviceIndex) const noexcept override {

@@ -1,0 +1,171 @@
+// The live side of the CUPTI instrument: subscription, activity buffers, phase correlation.
+// What the records mean is decided in cupti_aggregator.cpp.
+#include "harness/instrument/cupti/cupti_collector.h"
+
+#include <cupti.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "harness/instrument/cupti/cupti_aggregator.h"
+#include "harness/instrument/phase.h"
+
+namespace harness::cupti {
+namespace {
+
+constexpr size_t kBufferBytes = 8 << 20;
+constexpr size_t kBufferAlign = 8;
+constexpr CUpti_ActivityKind kKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
+    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
+    CUPTI_ACTIVITY_KIND_DRIVER};
+
+std::string cupti_message(CUptiResult r) {
+  const char* text = nullptr;
+  cuptiGetResultString(r, &text);
+  return text ? text : ("CUPTI error " + std::to_string(static_cast<int>(r)));
+}
+
+// Which profiler most likely holds CUPTI, from the environment it leaves.
+std::string other_subscriber() {
+  if (std::getenv("NSYS_PROFILING_SESSION_ID") || std::getenv("NSYS_TARGET_STD_REDIRECT_ACTIVE")) {
+    return "Nsight Systems (nsys)";
+  }
+  if (const char* injection = std::getenv("CUDA_INJECTION64_PATH")) {
+    return std::string("the injection library ") + injection;
+  }
+  return "another profiler (nsys, ncu, torch.profiler / kineto)";
+}
+
+// CUPTI's buffer callbacks are plain functions: they reach the one live instrument through this.
+std::mutex g_mu;
+CuptiAggregator* g_aggregator = nullptr;
+
+void CUPTIAPI buffer_requested(uint8_t** buffer, size_t* size, size_t* max_records) {
+  *buffer = static_cast<uint8_t*>(std::aligned_alloc(kBufferAlign, kBufferBytes));
+  *size = *buffer ? kBufferBytes : 0;
+  *max_records = 0;
+}
+
+void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buffer, size_t,
+                               size_t valid) {
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    CUpti_Activity* record = nullptr;
+    while (g_aggregator &&
+           cuptiActivityGetNextRecord(buffer, valid, &record) == CUPTI_SUCCESS) {
+      g_aggregator->consume(record);
+    }
+    size_t dropped = 0;
+    if (g_aggregator && cuptiActivityGetNumDroppedRecords(context, stream, &dropped) ==
+                            CUPTI_SUCCESS) {
+      g_aggregator->add_dropped(dropped);
+    }
+  }
+  std::free(buffer);
+}
+
+void CUPTIAPI on_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
+
+class CuptiInstrument final : public Instrument, public PhaseListener {
+ public:
+  CuptiInstrument() {
+    CUptiResult r = cuptiSubscribe(&subscriber_, &on_callback, nullptr);
+    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+      status_ = "degraded: CUPTI is held by " + other_subscriber() +
+                "; phases are still NVTX ranges, counts are not measured";
+      return;
+    }
+    if (r != CUPTI_SUCCESS) {
+      status_ = "unavailable: cuptiSubscribe: " + cupti_message(r);
+      return;
+    }
+    r = cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed);
+    if (r != CUPTI_SUCCESS) {
+      status_ = "unavailable: cuptiActivityRegisterCallbacks: " + cupti_message(r);
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      g_aggregator = &aggregator_;
+    }
+    add_phase_listener(this);
+    available_ = true;
+  }
+
+  ~CuptiInstrument() override {
+    if (available_) {
+      stop();
+      remove_phase_listener(this);
+      std::lock_guard<std::mutex> lock(g_mu);
+      g_aggregator = nullptr;
+    }
+    if (subscriber_) cuptiUnsubscribe(subscriber_);
+  }
+
+  std::string name() const override { return "cupti"; }
+  std::string status() const override {
+    if (available_ && aggregator_.dropped() > 0) {
+      return "degraded: " + std::to_string(aggregator_.dropped()) + " activity records dropped";
+    }
+    return status_;
+  }
+  bool available() const override { return available_; }
+  bool measures_launches() const override { return available_; }
+
+  void start() override {
+    if (!available_ || enabled_) return;
+    for (CUpti_ActivityKind kind : kKinds) {
+      const CUptiResult r = cuptiActivityEnable(kind);
+      if (r != CUPTI_SUCCESS) {
+        status_ = "unavailable: cuptiActivityEnable: " + cupti_message(r);
+        available_ = false;
+        return;
+      }
+    }
+    enabled_ = true;
+  }
+
+  void stop() override {
+    if (!enabled_) return;
+    for (CUpti_ActivityKind kind : kKinds) cuptiActivityDisable(kind);
+    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    enabled_ = false;
+  }
+
+  Counts take() override {
+    std::lock_guard<std::mutex> lock(g_mu);
+    return aggregator_.resolve();
+  }
+
+  void on_phase_begin(const char* name) noexcept override {
+    uint64_t id;
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      id = aggregator_.phase_id(name);
+    }
+    cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
+  }
+  void on_phase_end(const char*) noexcept override {
+    uint64_t ignored = 0;
+    cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &ignored);
+  }
+
+ private:
+  CUpti_SubscriberHandle subscriber_ = nullptr;
+  CuptiAggregator aggregator_;
+  std::string status_ = "ok";
+  bool available_ = false;
+  bool enabled_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Instrument> make_cupti_instrument() {
+  return std::make_unique<CuptiInstrument>();
+}
+
+}  // namespace harness::cupti
