@@ -54,8 +54,10 @@ if(HARNESS_HAVE_CUDA)
   _harness_torch_lib(LibTorch::c10_cuda c10_cuda)
   _harness_torch_lib(LibTorch::torch_cuda torch_cuda)
   add_library(LibTorch::cuda INTERFACE IMPORTED GLOBAL)
-  target_link_libraries(LibTorch::cuda INTERFACE LibTorch::torch_cuda LibTorch::c10_cuda
-                        CUDA::cudart)
+  # --no-as-needed: nothing references torch_cuda directly, but loading it registers CUDA with
+  # ATen (at::hasCUDA()).
+  target_link_libraries(LibTorch::cuda INTERFACE "-Wl,--no-as-needed" LibTorch::torch_cuda
+                        LibTorch::c10_cuda CUDA::cudart)
 endif()
 
 message(STATUS "harness: NVTX=${HARNESS_HAVE_NVTX} CUPTI=${HARNESS_HAVE_CUPTI} CUDA=${HARNESS_HAVE_CUDA}")
