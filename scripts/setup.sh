@@ -5,7 +5,8 @@
 #   3. CMake configure (once) and build of build/ (incremental; ccache in the machine-wide cache).
 # A second run checks markers and goes straight to the (no-op) build.
 # Environment: HARNESS_CACHE (default /var/cache/harness), LIBTORCH_ROOT (your own LibTorch),
-#              BUILD_DIR (default build), BUILD_TYPE (default Release).
+#              BUILD_DIR (default build), BUILD_TYPE (default Release),
+#              HARNESS_CMAKE_ARGS (extra configure arguments, e.g. -DHARNESS_WITH_CUDA=ON).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -83,7 +84,7 @@ as_root mkdir -p "$CCACHE_DIR" 2>/dev/null || true
 if [ ! -f "$build_dir/build.ninja" ]; then
   say "configuring $build_dir ($build_type)"
   cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" \
-    -DLIBTORCH_ROOT="$libtorch" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null ||
+    -DLIBTORCH_ROOT="$libtorch" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache ${HARNESS_CMAKE_ARGS:-} >/dev/null ||
     die "cmake configure failed"
 fi
 cmake --build "$build_dir" -- -j"$(nproc)" >&2 || die "build failed"
