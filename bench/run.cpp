@@ -42,6 +42,26 @@ class ScratchDir {
   std::string path_;
 };
 
+// Connects a TraceRecorder to the phases and the instrument for its lifetime.
+class TraceAttachment {
+ public:
+  TraceAttachment(TraceRecorder& trace, Instrument& instrument)
+      : trace_(trace), instrument_(instrument) {
+    add_phase_listener(&trace_);
+    instrument_.attach_trace(&trace_);
+  }
+  ~TraceAttachment() {
+    instrument_.attach_trace(nullptr);
+    remove_phase_listener(&trace_);
+  }
+  TraceAttachment(const TraceAttachment&) = delete;
+  TraceAttachment& operator=(const TraceAttachment&) = delete;
+
+ private:
+  TraceRecorder& trace_;
+  Instrument& instrument_;
+};
+
 std::string join(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
@@ -189,11 +209,8 @@ ExitCode run_bench(const BenchOptions& o) {
   reporters.on_run_start(report.provenance);
 
   std::optional<TraceRecorder> trace;
-  if (!o.trace_out.empty()) {
-    trace.emplace();
-    add_phase_listener(&*trace);
-    instrument->attach_trace(&*trace);
-  }
+  std::optional<TraceAttachment> attached;
+  if (!o.trace_out.empty()) attached.emplace(trace.emplace(), *instrument);
   ScratchDir scratch;
   Progress progress(o.run.quiet);
   for (auto& [info, scenario] : chosen) {
@@ -219,8 +236,7 @@ ExitCode run_bench(const BenchOptions& o) {
   }
   reporters.on_run_done(report);
   if (trace) {
-    remove_phase_listener(&*trace);
-    instrument->attach_trace(nullptr);
+    attached.reset();
     const Provenance& p = report.provenance;
     write_file_atomically(o.trace_out, trace->to_json({{"tool", "harness " + p.tool_version},
                                                        {"git_sha", p.git_sha},
