@@ -11,15 +11,29 @@ std::atomic<EventCollector*> g_active{nullptr};
 }  // namespace
 
 PhaseCounts& EventCollector::current_phase_counts() {
-  return counts_.phases[Phase::current_name()];
+  const char* phase = Phase::current_name();
+  auto it = phase_slots_.find(phase);
+  if (it != phase_slots_.end() && *it->second.name == phase) return *it->second.counts;
+  auto node = counts_.phases.try_emplace(phase).first;  // std::map nodes never move
+  phase_slots_[phase] = {&node->first, &node->second};
+  return node->second;
+}
+
+int64_t& EventCollector::launch_slot(std::string_view op) {
+  PhaseCounts& c = current_phase_counts();
+  const std::pair<const void*, const void*> key{&c, op.data()};
+  auto it = op_slots_.find(key);
+  if (it != op_slots_.end() && *it->second.name == op) return *it->second.count;
+  auto node = c.launches_by_op.try_emplace(std::string(op)).first;
+  op_slots_[key] = {&node->first, &node->second};
+  return node->second;
 }
 
 void EventCollector::record_launch(std::string_view op, int64_t begin_ns) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto& c = current_phase_counts();
-    c.launches += 1;
-    c.launches_by_op[std::string(op)] += 1;
+    current_phase_counts().launches += 1;
+    launch_slot(op) += 1;
   }
   if (trace_) {
     const int64_t end = trace_clock_ns();
@@ -77,6 +91,8 @@ Counts EventCollector::snapshot() const {
 void EventCollector::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   counts_ = Counts{};
+  phase_slots_.clear();
+  op_slots_.clear();
 }
 
 ScopedCollection::ScopedCollection(EventCollector& collector) noexcept

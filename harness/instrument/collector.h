@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <mutex>
 #include <string_view>
+#include <unordered_map>
+#include <utility>
 
 #include "harness/instrument/counts.h"
 
@@ -32,9 +34,29 @@ class EventCollector {
 
  private:
   PhaseCounts& current_phase_counts();  // requires mu_
+  int64_t& launch_slot(std::string_view op);  // requires mu_
+
+  // Phase names are mostly string literals and op names live as long as the dispatcher: the hot
+  // path finds its counters by address (checking the text, in case an address was reused)
+  // without building strings.
+  struct PointerPairHash {
+    size_t operator()(const std::pair<const void*, const void*>& p) const {
+      return std::hash<const void*>()(p.first) * 31 + std::hash<const void*>()(p.second);
+    }
+  };
 
   mutable std::mutex mu_;
   Counts counts_;
+  struct PhaseSlot {
+    const std::string* name;
+    PhaseCounts* counts;
+  };
+  struct OpSlot {
+    const std::string* name;
+    int64_t* count;
+  };
+  std::unordered_map<const void*, PhaseSlot> phase_slots_;
+  std::unordered_map<std::pair<const void*, const void*>, OpSlot, PointerPairHash> op_slots_;
   TraceRecorder* trace_ = nullptr;
 };
 
