@@ -32,10 +32,10 @@ DeviceSelection select_device(const std::string& requested) {
   if (requested == "auto") return select_device(cuda_usable() ? "cuda" : "sim");
   if (requested == "sim") {
     sim::initialize();
-    return {DeviceKind::Sim, "sim (simulated accelerator in host memory, " +
-                                 std::to_string(sim::device_count()) + " devices)"};
+    return {DeviceKind::Sim, "simulated accelerator in host memory, " +
+                                 std::to_string(sim::device_count()) + " devices"};
   }
-  if (requested == "cpu") return {DeviceKind::Cpu, "cpu"};
+  if (requested == "cpu") return {DeviceKind::Cpu, "host CPU"};
   if (requested == "cuda") {
     if (!at::hasCUDA()) {
       throw InputError(
