@@ -48,6 +48,12 @@ bool capturable_supported(const at::Tensor& p) {
 Adam::Adam(std::vector<at::Tensor> params, AdamOptions options)
     : params_(std::move(params)), options_(options), state_(params_.size()) {
   TORCH_CHECK(options_.lr >= 0.0, "Invalid learning rate: ", options_.lr);
+  if (options_.lr_tensor.defined()) {
+    TORCH_CHECK(options_.lr_tensor.numel() == 1, "Tensor lr must be 1-element");
+    TORCH_CHECK(options_.impl != AdamImpl::Foreach || options_.capturable,
+                "lr as a Tensor is not supported for capturable=False and foreach=True");
+    options_.lr_tensor = options_.lr_tensor.reshape({});  // _to_scalar
+  }
   TORCH_CHECK(options_.eps >= 0.0, "Invalid epsilon value: ", options_.eps);
   TORCH_CHECK(options_.beta1 >= 0.0 && options_.beta1 < 1.0, "Invalid beta parameter at index 0: ",
               options_.beta1);
@@ -145,8 +151,11 @@ void Adam::single_tensor_adam(Group& g) {
     const double step = step_t.item<double>();  // _get_value(step_t)
     const double bias_correction1 = 1 - std::pow(o.beta1, step);
     const double bias_correction2 = 1 - std::pow(o.beta2, step);
-    const double step_size = o.lr / bias_correction1;
     const double bias_correction2_sqrt = std::pow(bias_correction2, 0.5);
+    // value=-step_size: with a tensor lr, Python turns the tensor into a number (an `.item()`).
+    const c10::Scalar neg_step_size = o.lr_tensor.defined()
+                                          ? (-(o.lr_tensor / bias_correction1)).item()
+                                          : c10::Scalar(-(o.lr / bias_correction1));
 
     at::Tensor denom;
     if (o.amsgrad) {
@@ -155,7 +164,7 @@ void Adam::single_tensor_adam(Group& g) {
     } else {
       denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(o.eps);
     }
-    param.addcdiv_(exp_avg, denom, -step_size);
+    param.addcdiv_(exp_avg, denom, neg_step_size);
   }
 }
 
@@ -172,7 +181,7 @@ OptimizerStateDict Adam::state_dict() const {
   OptimizerStateDict::Group group;
   const AdamOptions& o = options_;
   group.options = {
-      {"lr", o.lr},
+      {"lr", o.lr_tensor.defined() ? c10::IValue(o.lr_tensor) : c10::IValue(o.lr)},
       {"betas", c10::ivalue::Tuple::create({o.beta1, o.beta2})},
       {"eps", o.eps},
       {"weight_decay", o.weight_decay},
@@ -220,7 +229,13 @@ void Adam::load_state_dict(const OptimizerStateDict& sd) {
                      std::to_string(params_.size()));
   }
   AdamOptions o = options_;
-  o.lr = option_double(saved, "lr", o.lr);
+  auto lr = saved.options.find("lr");
+  if (lr != saved.options.end() && lr->second.isTensor()) {
+    o.lr_tensor = lr->second.toTensor().clone();
+  } else {
+    o.lr = option_double(saved, "lr", o.lr);
+    o.lr_tensor = at::Tensor();
+  }
   auto betas = saved.options.find("betas");
   if (betas != saved.options.end()) {
     TORCH_CHECK(betas->second.isTuple() && betas->second.toTupleRef().elements().size() == 2,

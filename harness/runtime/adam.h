@@ -2,8 +2,7 @@
 // Adam and AdamW, faithful to torch.optim.Adam / AdamW of PyTorch 2.11 (torch/optim/adam.py):
 // the same ATen ops in the same order for each implementation, the same placement of `step`
 // (a 0-dim float32 CPU tensor unless fused or capturable), `.item()` exactly where PyTorch calls
-// `_get_value`, and load_state_dict placing state as PyTorch does. One parameter group; `lr` is a
-// number (a tensor lr is not supported yet).
+// `_get_value`, and load_state_dict placing state as PyTorch does. One parameter group.
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +20,11 @@ const char* to_string(AdamImpl impl);
 
 struct AdamOptions {
   double lr = 1e-3;
+  // A 1-element tensor lr, used instead of `lr` when defined (fused or capturable, or the
+  // for-loop; PyTorch refuses it for foreach without capturable). The for-loop then reads it on
+  // the host every step (`addcdiv_(value=-step_size)` takes a number): a sync if it lives on the
+  // device.
+  at::Tensor lr_tensor;
   double beta1 = 0.9;
   double beta2 = 0.999;
   double eps = 1e-8;

@@ -44,7 +44,8 @@ void Adam::single_tensor_adam_capturable(Group& g) {
 
     const at::Tensor bias_correction1 = at::rsub(at::pow(o.beta1, step_t), 1);
     const at::Tensor bias_correction2 = at::rsub(at::pow(o.beta2, step_t), 1);
-    const at::Tensor step_size = bias_correction1.reciprocal() * o.lr;
+    const at::Tensor step_size = o.lr_tensor.defined() ? o.lr_tensor / bias_correction1
+                                                       : bias_correction1.reciprocal() * o.lr;
     const at::Tensor step_size_neg = step_size.neg();
     const at::Tensor bias_correction2_sqrt = bias_correction2.sqrt();
 
@@ -79,7 +80,11 @@ void Adam::multi_tensor_adam_capturable(Group& g) {
     at::_foreach_sub_(bias_correction1, 1);
     at::_foreach_sub_(bias_correction2, 1);
     at::_foreach_neg_(bias_correction2);
-    at::_foreach_div_(bias_correction1, o.lr);
+    if (o.lr_tensor.defined()) {
+      at::_foreach_div_(bias_correction1, o.lr_tensor);
+    } else {
+      at::_foreach_div_(bias_correction1, o.lr);
+    }
     at::_foreach_reciprocal_(bias_correction1);
     at::_foreach_sqrt_(bias_correction2);
     const std::vector<at::Tensor>& step_size = bias_correction1;
@@ -108,14 +113,26 @@ void Adam::fused_adam(Group& g) {
     const std::vector<at::Tensor> max_exp_avg_sqs =
         o.amsgrad ? pick(g.max_exp_avg_sqs, idx) : std::vector<at::Tensor>{};
     at::_foreach_add_(steps, 1);
-    if (o.decoupled_weight_decay) {
-      at::_fused_adamw_(params, pick(g.grads, idx), pick(g.exp_avgs, idx),
-                        pick(g.exp_avg_sqs, idx), max_exp_avg_sqs, steps, o.lr, o.beta1, o.beta2,
-                        o.weight_decay, o.eps, o.amsgrad, o.maximize);
+    std::vector<at::Tensor> grads = pick(g.grads, idx), exp_avgs = pick(g.exp_avgs, idx),
+                            exp_avg_sqs = pick(g.exp_avg_sqs, idx);
+    if (o.lr_tensor.defined()) {
+      // A tensor lr on another device than the group's is moved there (non-blocking).
+      const at::Tensor lr = o.lr_tensor.device().is_cpu() || o.lr_tensor.device() == params[0].device()
+                                ? o.lr_tensor
+                                : o.lr_tensor.to(params[0].device(), /*non_blocking=*/true);
+      if (o.decoupled_weight_decay) {
+        at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr,
+                          o.beta1, o.beta2, o.weight_decay, o.eps, o.amsgrad, o.maximize);
+      } else {
+        at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, lr,
+                         o.beta1, o.beta2, o.weight_decay, o.eps, o.amsgrad, o.maximize);
+      }
+    } else if (o.decoupled_weight_decay) {
+      at::_fused_adamw_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, o.lr,
+                        o.beta1, o.beta2, o.weight_decay, o.eps, o.amsgrad, o.maximize);
     } else {
-      at::_fused_adam_(params, pick(g.grads, idx), pick(g.exp_avgs, idx),
-                       pick(g.exp_avg_sqs, idx), max_exp_avg_sqs, steps, o.lr, o.beta1, o.beta2,
-                       o.weight_decay, o.eps, o.amsgrad, o.maximize);
+      at::_fused_adam_(params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps, o.lr,
+                       o.beta1, o.beta2, o.weight_decay, o.eps, o.amsgrad, o.maximize);
     }
   }
 }

@@ -10,6 +10,7 @@
 #include <ATen/ops/_foreach_mul.h>
 #include <ATen/ops/_foreach_neg.h>
 #include <ATen/ops/_foreach_sqrt.h>
+#include <ATen/ops/rsub.h>
 #include <ATen/ops/scalar_tensor.h>
 
 #include <algorithm>
@@ -51,7 +52,11 @@ void decay_and_update_moments(const AdamOptions& o, at::Tensor& param, at::Tenso
                               at::Tensor& exp_avg, at::Tensor& exp_avg_sq) {
   if (o.weight_decay != 0) {
     if (o.decoupled_weight_decay) {
-      param.mul_(1 - o.lr * o.weight_decay);
+      if (o.lr_tensor.defined()) {
+        param.mul_(at::rsub(o.lr_tensor * o.weight_decay, 1));
+      } else {
+        param.mul_(1 - o.lr * o.weight_decay);
+      }
     } else {
       grad = grad.add(param, o.weight_decay);
     }
@@ -66,7 +71,11 @@ void foreach_decay_and_update_moments(const AdamOptions& o, std::vector<at::Tens
                                       std::vector<at::Tensor>& exp_avg_sqs) {
   if (o.weight_decay != 0) {
     if (o.decoupled_weight_decay) {
-      at::_foreach_mul_(params, 1 - o.lr * o.weight_decay);
+      if (o.lr_tensor.defined()) {
+        at::_foreach_mul_(params, at::rsub(o.lr_tensor * o.weight_decay, 1));
+      } else {
+        at::_foreach_mul_(params, 1 - o.lr * o.weight_decay);
+      }
     } else if (o.maximize) {
       at::_foreach_add_(grads, params, o.weight_decay);
     } else {

@@ -27,7 +27,9 @@ c10::IValue optimizer_to_ivalue(const OptimizerStateDict& sd) {
   c10::List<c10::IValue> groups(c10::AnyType::get());
   for (const auto& group : sd.param_groups) {
     Dict g = new_dict(c10::StringType::get());
-    for (const auto& [key, value] : group.options) g.insert(key, value);
+    for (const auto& [key, value] : group.options) {
+      g.insert(key, value.isTensor() ? c10::IValue(value.toTensor().to(at::kCPU)) : value);
+    }
     g.insert("params", c10::List<int64_t>(group.params));
     groups.push_back(g);
   }

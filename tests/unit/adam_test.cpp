@@ -181,6 +181,47 @@ TEST_F(AdamOnSim, FusedLoadStateDictPutsStepOnTheDevice) {
   EXPECT_EQ(restored.state(0)->step.scalar_type(), at::kFloat);
 }
 
+TEST_F(AdamOnSim, TensorLrMatchesANumberLrAndIsRefusedByPlainForeach) {
+  auto cpu_lr = at::scalar_tensor(0.01, at::kFloat);
+  EXPECT_THROW(Adam(make_params(dev, 1), {.lr_tensor = cpu_lr, .impl = AdamImpl::Foreach}),
+               c10::Error);
+  for (auto [impl, capturable] : {std::pair{AdamImpl::ForLoop, false},
+                                  std::pair{AdamImpl::Foreach, true},
+                                  std::pair{AdamImpl::Fused, false}}) {
+    for (bool lr_on_device : {false, true}) {
+      AdamOptions number{.lr = 0.01, .weight_decay = 0.1, .decoupled_weight_decay = true,
+                         .impl = impl, .capturable = capturable};
+      AdamOptions tensor = number;
+      tensor.lr_tensor = lr_on_device ? cpu_lr.to(dev) : cpu_lr;
+      auto a = make_params(dev, 2), b = make_params(dev, 2);
+      Adam with_number(a, number), with_tensor(b, tensor);
+      for (int step = 0; step < 3; ++step) {
+        set_grads(a, step);
+        set_grads(b, step);
+        with_number.step();
+        with_tensor.step();
+      }
+      for (size_t i = 0; i < a.size(); ++i) {
+        EXPECT_TRUE(at::allclose(a[i].cpu(), b[i].cpu(), 1.3e-6, 1e-5))
+            << implementation_name(number) << " lr on device " << lr_on_device;
+      }
+      EXPECT_TRUE(with_tensor.state_dict().param_groups[0].options.at("lr").isTensor());
+    }
+  }
+}
+
+TEST_F(AdamOnSim, ForLoopReadsADeviceTensorLrOnTheHostEveryStep) {
+  auto params = make_params(dev, 3);
+  Adam adam(params, {.lr_tensor = at::scalar_tensor(0.01, at::kFloat).to(dev),
+                     .impl = AdamImpl::ForLoop});
+  set_grads(params, 0);
+  adam.step();
+  set_grads(params, 1);
+  const Counts c = count_step(adam);
+  EXPECT_EQ(c.total().syncs, 3);  // addcdiv_(value=-step_size) wants a number: one per parameter
+  EXPECT_EQ(c.total().d2h.count, 3);
+}
+
 TEST_F(AdamOnSim, StepOnTheDeviceCostsItemsPerParameter) {
   for (AdamImpl impl : {AdamImpl::Foreach, AdamImpl::ForLoop}) {
     auto params = make_params(dev, 4);
