@@ -70,6 +70,9 @@ class Adam final : public Optimizer {
     std::vector<at::Tensor> params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps;
   };
   Group init_group();
+  // Optimizer._group_tensors_by_device_and_dtype: the lists of `g` split by the parameters'
+  // device and dtype, in order of first appearance.
+  static std::vector<Group> split_by_device_and_dtype(const Group& g);
   void single_tensor_adam(Group& g);
   void multi_tensor_adam(Group& g);
   void single_tensor_adam_capturable(Group& g);

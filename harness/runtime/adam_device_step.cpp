@@ -27,8 +27,6 @@ namespace harness::runtime {
 
 using detail::decay_and_update_moments;
 using detail::foreach_decay_and_update_moments;
-using detail::group_by_device_and_dtype;
-using detail::pick;
 
 void Adam::single_tensor_adam_capturable(Group& g) {
   const AdamOptions& o = options_;
@@ -64,12 +62,8 @@ void Adam::single_tensor_adam_capturable(Group& g) {
 
 void Adam::multi_tensor_adam_capturable(Group& g) {
   const AdamOptions& o = options_;
-  for (const std::vector<size_t>& idx : group_by_device_and_dtype(g.params)) {
-    std::vector<at::Tensor> params = pick(g.params, idx);
-    std::vector<at::Tensor> grads = pick(g.grads, idx);
-    std::vector<at::Tensor> exp_avgs = pick(g.exp_avgs, idx);
-    std::vector<at::Tensor> exp_avg_sqs = pick(g.exp_avg_sqs, idx);
-    std::vector<at::Tensor> steps = pick(g.steps, idx);
+  for (Group& group : split_by_device_and_dtype(g)) {
+    auto& [params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps] = group;
 
     if (o.maximize) grads = at::_foreach_neg(grads);
     at::_foreach_add_(steps, 1);
@@ -92,7 +86,6 @@ void Adam::multi_tensor_adam_capturable(Group& g) {
 
     std::vector<at::Tensor> exp_avg_sq_sqrt;
     if (o.amsgrad) {
-      std::vector<at::Tensor> max_exp_avg_sqs = pick(g.max_exp_avg_sqs, idx);
       at::_foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs);
       exp_avg_sq_sqrt = at::_foreach_sqrt(max_exp_avg_sqs);
     } else {
@@ -107,14 +100,9 @@ void Adam::multi_tensor_adam_capturable(Group& g) {
 
 void Adam::fused_adam(Group& g) {
   const AdamOptions& o = options_;
-  for (const std::vector<size_t>& idx : group_by_device_and_dtype(g.params)) {
-    std::vector<at::Tensor> params = pick(g.params, idx);
-    std::vector<at::Tensor> steps = pick(g.steps, idx);
-    const std::vector<at::Tensor> max_exp_avg_sqs =
-        o.amsgrad ? pick(g.max_exp_avg_sqs, idx) : std::vector<at::Tensor>{};
+  for (Group& group : split_by_device_and_dtype(g)) {
+    auto& [params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps] = group;
     at::_foreach_add_(steps, 1);
-    std::vector<at::Tensor> grads = pick(g.grads, idx), exp_avgs = pick(g.exp_avgs, idx),
-                            exp_avg_sqs = pick(g.exp_avg_sqs, idx);
     if (o.lr_tensor.defined()) {
       // A tensor lr on another device than the group's is moved there (non-blocking).
       const at::Tensor lr = o.lr_tensor.device().is_cpu() || o.lr_tensor.device() == params[0].device()

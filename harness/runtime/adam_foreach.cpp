@@ -22,9 +22,9 @@
 
 namespace harness::runtime {
 
-namespace detail {
+namespace {
 
-std::vector<std::vector<size_t>> group_by_device_and_dtype(const std::vector<at::Tensor>& params) {
+std::vector<std::vector<size_t>> indices_by_device_and_dtype(const std::vector<at::Tensor>& params) {
   std::vector<std::tuple<c10::Device, at::ScalarType, std::vector<size_t>>> groups;
   for (size_t i = 0; i < params.size(); ++i) {
     auto it = std::find_if(groups.begin(), groups.end(), [&](const auto& g) {
@@ -47,6 +47,22 @@ std::vector<at::Tensor> pick(const std::vector<at::Tensor>& all, const std::vect
   for (size_t i : idx) out.push_back(all[i]);
   return out;
 }
+
+}  // namespace
+
+std::vector<Adam::Group> Adam::split_by_device_and_dtype(const Group& g) {
+  std::vector<Group> out;
+  for (const std::vector<size_t>& idx : indices_by_device_and_dtype(g.params)) {
+    out.push_back({pick(g.params, idx), pick(g.grads, idx), pick(g.exp_avgs, idx),
+                   pick(g.exp_avg_sqs, idx),
+                   g.max_exp_avg_sqs.empty() ? std::vector<at::Tensor>{}
+                                             : pick(g.max_exp_avg_sqs, idx),
+                   pick(g.steps, idx)});
+  }
+  return out;
+}
+
+namespace detail {
 
 void decay_and_update_moments(const AdamOptions& o, at::Tensor& param, at::Tensor grad,
                               at::Tensor& exp_avg, at::Tensor& exp_avg_sq) {
@@ -90,17 +106,11 @@ void foreach_decay_and_update_moments(const AdamOptions& o, std::vector<at::Tens
 }  // namespace detail
 
 using detail::foreach_decay_and_update_moments;
-using detail::group_by_device_and_dtype;
-using detail::pick;
 
 void Adam::multi_tensor_adam(Group& g) {
   const AdamOptions& o = options_;
-  for (const std::vector<size_t>& idx : group_by_device_and_dtype(g.params)) {
-    std::vector<at::Tensor> params = pick(g.params, idx);
-    std::vector<at::Tensor> grads = pick(g.grads, idx);
-    std::vector<at::Tensor> exp_avgs = pick(g.exp_avgs, idx);
-    std::vector<at::Tensor> exp_avg_sqs = pick(g.exp_avg_sqs, idx);
-    std::vector<at::Tensor> steps = pick(g.steps, idx);
+  for (Group& group : split_by_device_and_dtype(g)) {
+    auto& [params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs, steps] = group;
 
     if (o.maximize) grads = at::_foreach_neg(grads);
 
@@ -124,7 +134,6 @@ void Adam::multi_tensor_adam(Group& g) {
 
     std::vector<at::Tensor> exp_avg_sq_sqrt;
     if (o.amsgrad) {
-      std::vector<at::Tensor> max_exp_avg_sqs = pick(g.max_exp_avg_sqs, idx);
       at::_foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs);
       exp_avg_sq_sqrt = at::_foreach_sqrt(max_exp_avg_sqs);
     } else {

@@ -1,6 +1,6 @@
 #pragma once
-// Shared by the Adam implementation files: Optimizer._group_tensors_by_device_and_dtype, and the
-// part of a step every non-fused path has in common (weight decay and the two moment updates).
+// Shared by the Adam implementation files: the part of a step every non-fused path has in common
+// (weight decay and the two moment updates).
 #include <ATen/core/Tensor.h>
 
 #include <vector>
@@ -8,11 +8,6 @@
 #include "harness/runtime/adam.h"
 
 namespace harness::runtime::detail {
-
-// Indices grouped by the parameter's device and dtype, groups in order of first appearance.
-std::vector<std::vector<size_t>> group_by_device_and_dtype(const std::vector<at::Tensor>& params);
-// all[i] for i in idx.
-std::vector<at::Tensor> pick(const std::vector<at::Tensor>& all, const std::vector<size_t>& idx);
 
 // After `step += 1`: weight decay (L2 into the gradient, or decoupled into the parameter), then
 // exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2).
