@@ -63,7 +63,7 @@ void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
 void EventCollector::record_sync(std::string_view op, std::string_view reason) {
   std::lock_guard<std::mutex> lock(mu_);
   const char* phase = Phase::current_name();
-  counts_.phases[phase].syncs += 1;
+  current_phase_counts().syncs += 1;
   counts_.sync_sites[{phase, std::string(op), std::string(reason)}] += 1;
   if (trace_) {
     trace_->add_instant("syncs", op, "sync", trace_clock_ns(),

@@ -27,6 +27,7 @@ namespace harness::runtime {
 
 using detail::decay_and_update_moments;
 using detail::foreach_decay_and_update_moments;
+using detail::foreach_second_moment_sqrt;
 
 void Adam::single_tensor_adam_capturable(Group& g) {
   const AdamOptions& o = options_;
@@ -84,13 +85,8 @@ void Adam::multi_tensor_adam_capturable(Group& g) {
     const std::vector<at::Tensor>& step_size = bias_correction1;
     const std::vector<at::Tensor>& bias_correction2_sqrt = bias_correction2;
 
-    std::vector<at::Tensor> exp_avg_sq_sqrt;
-    if (o.amsgrad) {
-      at::_foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs);
-      exp_avg_sq_sqrt = at::_foreach_sqrt(max_exp_avg_sqs);
-    } else {
-      exp_avg_sq_sqrt = at::_foreach_sqrt(exp_avg_sqs);
-    }
+    std::vector<at::Tensor> exp_avg_sq_sqrt =
+        foreach_second_moment_sqrt(o, max_exp_avg_sqs, exp_avg_sqs);
     at::_foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt);
     at::_foreach_add_(exp_avg_sq_sqrt, o.eps);
     at::_foreach_div_(exp_avg_sq_sqrt, step_size);

@@ -103,9 +103,18 @@ void foreach_decay_and_update_moments(const AdamOptions& o, std::vector<at::Tens
   at::_foreach_addcmul_(exp_avg_sqs, grads, grads, 1 - o.beta2);
 }
 
+std::vector<at::Tensor> foreach_second_moment_sqrt(const AdamOptions& o,
+                                                   std::vector<at::Tensor>& max_exp_avg_sqs,
+                                                   const std::vector<at::Tensor>& exp_avg_sqs) {
+  if (!o.amsgrad) return at::_foreach_sqrt(exp_avg_sqs);
+  at::_foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs);
+  return at::_foreach_sqrt(max_exp_avg_sqs);
+}
+
 }  // namespace detail
 
 using detail::foreach_decay_and_update_moments;
+using detail::foreach_second_moment_sqrt;
 
 void Adam::multi_tensor_adam(Group& g) {
   const AdamOptions& o = options_;
@@ -132,13 +141,8 @@ void Adam::multi_tensor_adam(Group& g) {
     for (double bc : bias_correction1) step_size.emplace_back((o.lr / bc) * -1);
     for (double bc : bias_correction2) bias_correction2_sqrt.emplace_back(std::pow(bc, 0.5));
 
-    std::vector<at::Tensor> exp_avg_sq_sqrt;
-    if (o.amsgrad) {
-      at::_foreach_maximum_(max_exp_avg_sqs, exp_avg_sqs);
-      exp_avg_sq_sqrt = at::_foreach_sqrt(max_exp_avg_sqs);
-    } else {
-      exp_avg_sq_sqrt = at::_foreach_sqrt(exp_avg_sqs);
-    }
+    std::vector<at::Tensor> exp_avg_sq_sqrt =
+        foreach_second_moment_sqrt(o, max_exp_avg_sqs, exp_avg_sqs);
     at::_foreach_div_(exp_avg_sq_sqrt, bias_correction2_sqrt);
     at::_foreach_add_(exp_avg_sq_sqrt, o.eps);
     at::_foreach_addcdiv_(params, exp_avgs, exp_avg_sq_sqrt, step_size);

@@ -18,5 +18,10 @@ void foreach_decay_and_update_moments(const AdamOptions& o, std::vector<at::Tens
                                       std::vector<at::Tensor>& grads,
                                       std::vector<at::Tensor>& exp_avgs,
                                       std::vector<at::Tensor>& exp_avg_sqs);
+// sqrt of the second moments (of their running max, updated first, with amsgrad), with
+// _foreach_* ops: the denominator both foreach paths start from.
+std::vector<at::Tensor> foreach_second_moment_sqrt(const AdamOptions& o,
+                                                   std::vector<at::Tensor>& max_exp_avg_sqs,
+                                                   const std::vector<at::Tensor>& exp_avg_sqs);
 
 }  // namespace harness::runtime::detail
