@@ -30,6 +30,15 @@ void define_flags(CLI::App& app, BenchOptions& o) {
                  "Write a Chrome/Perfetto trace (phases, variants, device events) to this file");
   app.add_option("-g,--gate", o.gates, "Evaluate this gate file; exit 1 if a rule fails (repeatable)");
   app.add_option("--baseline", o.baseline, "Baseline report for the gates' baseline rules");
+  app.add_option("--nproc", o.nproc,
+                 "Start this many local ranks (torchrun-style); default: 1, or what the scenario "
+                 "needs (zero_broadcast: 2)")
+      ->check(CLI::Range(1, 64));
+  app.add_option("--timeout", o.timeout_s,
+                 "Seconds a rank waits for the others (rendezvous, each collective) before it "
+                 "fails the run")
+      ->check(CLI::Range(1, 86400))
+      ->capture_default_str();
   app.add_flag("-l,--list", o.list, "List scenarios and their variants");
   app.add_flag("-q,--quiet", o.run.quiet, "No progress lines on stderr");
   app.set_version_flag("--version", std::string("bench ") + HARNESS_VERSION);

@@ -11,6 +11,10 @@
 #include <optional>
 
 #include "bench/git_info.h"
+#include "bench/launcher.h"
+#include "harness/report/rank_merge.h"
+#include "harness/runtime/dist/communicator.h"
+#include "harness/runtime/dist/rank_env.h"
 #include "harness/report/gate.h"
 #include "harness/report/json_report.h"
 #include "harness/report/pattern.h"
@@ -154,6 +158,28 @@ void check_variant_filters(const BenchOptions& o,
   }
 }
 
+// Ranks other than 0 hand their result to rank 0 through the rendezvous store; rank 0 merges
+// them (see rank_merge.h). Returns the merged result on rank 0, the rank's own elsewhere.
+ScenarioResult gather_rank_results(runtime::Communicator& comm, const RunReport& shell,
+                                   const ScenarioResult& mine, size_t index) {
+  const std::string key = "result/" + std::to_string(index) + "/rank";
+  if (comm.rank() != 0) {
+    RunReport one = shell;
+    one.scenarios = {mine};
+    comm.store_set(key + std::to_string(comm.rank()), to_json(one).dump());
+    return mine;
+  }
+  std::vector<ScenarioResult> per_rank = {mine};
+  for (int r = 1; r < comm.world_size(); ++r) {
+    const std::string source = "rank " + std::to_string(r) + "'s result";
+    RunReport theirs = report_from_json(ReportJson::parse(comm.store_get(key + std::to_string(r))),
+                                        source);
+    if (theirs.scenarios.size() != 1) throw std::runtime_error(source + " holds no scenario");
+    per_rank.push_back(std::move(theirs.scenarios.front()));
+  }
+  return merge_rank_results(per_rank);
+}
+
 int list_scenarios(const RunOptions& run) {
   for (const ScenarioInfo* info : ScenarioRegistry::instance().all()) {
     std::cout << info->name << "\n  " << info->description << "\n  variants:";
@@ -195,27 +221,55 @@ ExitCode run_bench(const BenchOptions& o) {
   check_writable_destination(o.markdown_out, "--markdown");
   check_writable_destination(o.trace_out, "--trace");
 
+  // Ranks: this process is one when torchrun's variables are set (by torchrun or by our own
+  // launcher); otherwise it starts them when asked to or when a scenario needs them.
+  const std::optional<runtime::RankEnv> rank_env = runtime::rank_env_from_environment();
+  if (!rank_env) {
+    int world = 1;
+    for (const auto& [info, scenario] : chosen) world = std::max(world, scenario->default_world_size());
+    if (o.nproc > 0 || world > 1) {
+      return launch_local_ranks(without_nproc(o.argv), o.nproc > 0 ? o.nproc : world);
+    }
+  } else if (o.nproc > 0) {
+    throw InputError("--nproc is for starting ranks; this process already is rank " +
+                     std::to_string(rank_env->rank) + " of " +
+                     std::to_string(rank_env->world_size) + " (WORLD_SIZE is set)");
+  }
+  const bool leader = !rank_env || rank_env->is_leader();
+
   const runtime::DeviceSelection device = runtime::select_device(o.device);
   const std::unique_ptr<Instrument> instrument = make_instrument(device.kind);
+  std::unique_ptr<runtime::Communicator> comm;
+  if (rank_env) {
+    comm = runtime::connect(*rank_env, device,
+                            {std::chrono::milliseconds(int64_t{o.timeout_s} * 1000), ""});
+  }
 
   RunReport report;
   report.provenance = make_provenance(o, device, *instrument);
+  report.provenance.world_size = rank_env ? rank_env->world_size : 1;
   report.warnings = trust_warnings(o, device, *instrument);
 
   MultiReporter reporters;
-  reporters.add(std::make_unique<ConsoleReporter>(std::cout));
-  if (!o.json_out.empty()) reporters.add(std::make_unique<JsonReporter>(o.json_out));
-  if (!o.markdown_out.empty()) reporters.add(std::make_unique<MarkdownReporter>(o.markdown_out));
+  if (leader) {
+    reporters.add(std::make_unique<ConsoleReporter>(std::cout));
+    if (!o.json_out.empty()) reporters.add(std::make_unique<JsonReporter>(o.json_out));
+    if (!o.markdown_out.empty()) reporters.add(std::make_unique<MarkdownReporter>(o.markdown_out));
+  }
   reporters.on_run_start(report.provenance);
 
   std::optional<TraceRecorder> trace;
   std::optional<TraceAttachment> attached;
-  if (!o.trace_out.empty()) attached.emplace(trace.emplace(), *instrument);
+  if (!o.trace_out.empty() && leader) attached.emplace(trace.emplace(), *instrument);
   ScratchDir scratch;
-  Progress progress(o.run.quiet);
+  Progress progress(o.run.quiet || !leader);
+  size_t scenario_index = 0;
   for (auto& [info, scenario] : chosen) {
     RunContext context{device, *instrument, o.run, progress, scratch.path(),
                        trace ? &*trace : nullptr};
+    context.comm = comm.get();
+    context.rank = rank_env ? rank_env->rank : 0;
+    context.local_rank = rank_env ? rank_env->local_rank : 0;
     reporters.on_scenario_start(info->name, scenario->variant_names(o.run).size());
     ScenarioResult result;
     try {
@@ -230,10 +284,14 @@ ExitCode run_bench(const BenchOptions& o) {
       failed.error = first_line(e.what());
       result.variants.push_back(failed);
     }
+    if (comm) result = gather_rank_results(*comm, report, result, scenario_index);
+    ++scenario_index;
+    if (!leader) continue;
     for (const VariantResult& v : result.variants) reporters.on_variant_done(result.name, v);
     reporters.on_scenario_done(result);
     report.scenarios.push_back(std::move(result));
   }
+  if (!leader) return ExitCode::Ok;  // rank 0 reports, for every rank
   reporters.on_run_done(report);
   if (trace) {
     attached.reset();

@@ -39,6 +39,8 @@ ScenarioRegistrar::ScenarioRegistrar(const char* name, const char* description,
   ScenarioRegistry::instance().add({name, description, std::move(factory), file});
 }
 
+c10::Device RunContext::rank_device() const { return device.device(local_rank); }
+
 bool RunContext::wants_variant(const std::string& name) const {
   if (options.variant_filters.empty()) return true;
   return std::any_of(options.variant_filters.begin(), options.variant_filters.end(),

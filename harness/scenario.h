@@ -14,6 +14,10 @@
 #include "harness/report/result.h"
 #include "harness/runtime/device.h"
 
+namespace harness::runtime {
+class Communicator;
+}
+
 namespace harness {
 
 struct RunOptions {
@@ -43,6 +47,12 @@ struct RunContext {
   Progress& progress;
   std::string scratch_dir;  // a private directory for checkpoints, removed after the run
   TraceRecorder* trace = nullptr;  // the run's timeline when --trace is given
+  // This rank's process group when the run has ranks (--nproc, torchrun); nullptr otherwise.
+  runtime::Communicator* comm = nullptr;
+  int rank = 0;        // this process's rank (0 without ranks)
+  int local_rank = 0;  // its device index on this host
+  // This rank's device (sim:LOCAL_RANK, cuda:LOCAL_RANK; sim:0 without ranks).
+  c10::Device rank_device() const;
 
   bool wants_variant(const std::string& name) const;
 };
@@ -53,6 +63,8 @@ class Scenario {
   // The variants run() would produce with these options (for --list and filtering).
   virtual std::vector<std::string> variant_names(const RunOptions& options) const = 0;
   virtual ScenarioResult run(RunContext& context) = 0;
+  // Ranks bench starts when neither --nproc nor torchrun's variables say (1: one process).
+  virtual int default_world_size() const { return 1; }
 };
 
 struct ScenarioInfo {

@@ -24,7 +24,7 @@ as_root() {
 }
 
 # --- 1. Debian packages -----------------------------------------------------------------------
-packages=(ccache ninja-build cmake g++ libcli11-dev nlohmann-json3-dev libgtest-dev libgmock-dev
+packages=(ccache ninja-build cmake g++ libcli11-dev libgloo-dev nlohmann-json3-dev libgtest-dev libgmock-dev
           libbenchmark-dev unzip python3-pip)
 missing=()
 for p in "${packages[@]}"; do

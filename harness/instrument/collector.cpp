@@ -43,19 +43,25 @@ void EventCollector::record_launch(std::string_view op, int64_t begin_ns) {
 }
 
 void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
-                                 int64_t begin_ns) {
+                                 int64_t begin_ns, bool cross_device) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    auto& tally = current_phase_counts().copies(kind);
+    PhaseCounts& counts = current_phase_counts();
+    auto& tally = counts.copies(kind);
     tally.count += 1;
     tally.bytes += bytes;
     if (host_pinned) tally.pinned += 1;
+    if (cross_device) {
+      counts.cross_device.count += 1;
+      counts.cross_device.bytes += bytes;
+    }
   }
   if (trace_) {
     const int64_t end = trace_clock_ns();
     trace_->add_span("copies", to_string(kind), "memcpy", begin_ns ? begin_ns : end, end,
                      {{"bytes", std::to_string(bytes)},
                       {"host memory", host_pinned ? "pinned" : "pageable"},
+                      {"cross-device", cross_device ? "yes" : "no"},
                       {"phase", Phase::current_name()}});
   }
 }
@@ -68,6 +74,19 @@ void EventCollector::record_sync(std::string_view op, std::string_view reason) {
   if (trace_) {
     trace_->add_instant("syncs", op, "sync", trace_clock_ns(),
                         {{"reason", std::string(reason)}, {"phase", phase}});
+  }
+}
+
+void EventCollector::record_collective_wait(std::string_view op) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const char* phase = Phase::current_name();
+  PhaseCounts& counts = current_phase_counts();
+  counts.syncs += 1;
+  counts.collective_waits += 1;
+  counts_.sync_sites[{phase, std::string(op), "collective wait"}] += 1;
+  if (trace_) {
+    trace_->add_instant("syncs", op, "sync", trace_clock_ns(),
+                        {{"reason", "collective wait"}, {"phase", phase}});
   }
 }
 
@@ -114,8 +133,12 @@ namespace events {
 void record_launch(std::string_view op, int64_t begin_ns) noexcept {
   HARNESS_FORWARD_EVENT(record_launch(op, begin_ns));
 }
-void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns) noexcept {
-  HARNESS_FORWARD_EVENT(record_copy(kind, bytes, host_pinned, begin_ns));
+void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
+                 bool cross_device) noexcept {
+  HARNESS_FORWARD_EVENT(record_copy(kind, bytes, host_pinned, begin_ns, cross_device));
+}
+void record_collective_wait(std::string_view op) noexcept {
+  HARNESS_FORWARD_EVENT(record_collective_wait(op));
 }
 void record_sync(std::string_view op, std::string_view reason) noexcept {
   HARNESS_FORWARD_EVENT(record_sync(op, reason));

@@ -22,8 +22,11 @@ class EventCollector {
  public:
   // `begin_ns` (trace_clock_ns()) is when the op or copy started, for the trace; 0: just now.
   void record_launch(std::string_view op, int64_t begin_ns = 0);
-  void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns = 0);
+  void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns = 0,
+                   bool cross_device = false);
   void record_sync(std::string_view op, std::string_view reason);
+  // A sync that waited for collective `op` (counted in syncs and apart).
+  void record_collective_wait(std::string_view op);
   void record_collective(std::string_view name, int64_t bytes);
   void record_stream_wait();
 
@@ -75,8 +78,10 @@ class ScopedCollection {
 namespace events {
 // The entry points for device backends. Each is a no-op when no collector is active.
 void record_launch(std::string_view op, int64_t begin_ns = 0) noexcept;
-void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns = 0) noexcept;
+void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns = 0,
+                 bool cross_device = false) noexcept;
 void record_sync(std::string_view op, std::string_view reason) noexcept;
+void record_collective_wait(std::string_view op) noexcept;
 void record_collective(std::string_view name, int64_t bytes) noexcept;
 void record_stream_wait() noexcept;
 bool collecting() noexcept;

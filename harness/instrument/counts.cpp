@@ -30,7 +30,9 @@ void PhaseCounts::add(const PhaseCounts& o) {
   h2d.add(o.h2d);
   d2h.add(o.d2h);
   d2d.add(o.d2d);
+  cross_device.add(o.cross_device);
   syncs += o.syncs;
+  collective_waits += o.collective_waits;
   memsets += o.memsets;
   stream_waits += o.stream_waits;
   for (const auto& [name, c] : o.collectives) {
@@ -41,7 +43,8 @@ void PhaseCounts::add(const PhaseCounts& o) {
 
 bool PhaseCounts::operator==(const PhaseCounts& o) const {
   return launches == o.launches && launches_by_op == o.launches_by_op && h2d == o.h2d &&
-         d2h == o.d2h && d2d == o.d2d && syncs == o.syncs && memsets == o.memsets &&
+         d2h == o.d2h && d2d == o.d2d && cross_device == o.cross_device && syncs == o.syncs &&
+         collective_waits == o.collective_waits && memsets == o.memsets &&
          stream_waits == o.stream_waits && collectives == o.collectives;
 }
 
@@ -68,7 +71,15 @@ std::vector<Measurement> to_measurements(const PhaseCounts& c, double divisor) {
       {"d2h.pinned", v(c.d2h.pinned), "count", "device-to-host copies into page-locked memory"},
       {"d2d.count", v(c.d2d.count), "count", "device-to-device copies"},
       {"d2d.bytes", v(c.d2d.bytes), "bytes", "bytes copied device-to-device"},
+      {"cross_device_copy.count", v(c.cross_device.count), "count",
+       "copies to or from a device other than the current one (another rank's device)"},
+      {"cross_device_copy.bytes", v(c.cross_device.bytes), "bytes",
+       "bytes copied to or from a device other than the current one"},
       {"sync.count", v(c.syncs), "count", "host-device synchronizations"},
+      {"sync.collective_wait.count", v(c.collective_waits), "count",
+       "synchronizations that waited for a collective to finish"},
+      {"sync.other.count", v(c.syncs - c.collective_waits), "count",
+       "synchronizations other than waits for a collective"},
       {"memset.count", v(c.memsets), "count", "device memsets"},
       {"stream_wait.count", v(c.stream_waits), "count",
        "stream-wait-event (device-side waits, not host syncs)"},

@@ -34,7 +34,9 @@ struct PhaseCounts {
   int64_t launches = 0;
   std::map<std::string, int64_t> launches_by_op;
   CopyTally h2d, d2h, d2d;
+  CopyTally cross_device;     // copies that touched a device other than the current one (any kind)
   int64_t syncs = 0;
+  int64_t collective_waits = 0;  // the syncs that were waits for a collective to finish
   int64_t memsets = 0;       // CUDA memsets (CUPTI MEMSET records); sim has none
   int64_t stream_waits = 0;  // stream-wait-event: device-side, not a host sync
   std::map<std::string, CollectiveTally> collectives;

@@ -152,4 +152,55 @@ Checkpoint load_checkpoint(const std::string& path) {
   return ckpt;
 }
 
+namespace {
+const char* const kLocations = "locations";
+const std::string kStateBytes = "optimizer state bytes";
+}  // namespace
+
+std::vector<char> pickle_optimizer_state(const OptimizerStateDict& state) {
+  Dict locations = new_dict(c10::IntType::get());
+  for (const auto& [index, entries] : state.state) {
+    Dict per_param = new_dict(c10::StringType::get());
+    for (const auto& [key, tensor] : entries) per_param.insert(key, tensor.device().str());
+    locations.insert(index, per_param);
+  }
+  Dict root = new_dict(c10::StringType::get());
+  root.insert("optimizer", optimizer_to_ivalue(state));
+  root.insert(kLocations, locations);
+  return torch::jit::pickle_save(root);
+}
+
+OptimizerStateDict unpickle_optimizer_state(const std::vector<char>& bytes,
+                                            const std::optional<c10::Device>& map_location) {
+  c10::IValue root;
+  try {
+    root = torch::jit::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    corrupt(kStateBytes, std::string("cannot unpickle (") + e.what() + ")");
+  }
+  if (!root.isGenericDict()) corrupt(kStateBytes, "top level is not a dict");
+  const Dict d = root.toGenericDict();
+  OptimizerStateDict sd = optimizer_from_ivalue(get(d, "optimizer", kStateBytes), kStateBytes);
+  const c10::IValue locations = get(d, kLocations, kStateBytes);
+  if (!locations.isGenericDict()) corrupt(kStateBytes, "'locations' is not a dict");
+  const Dict where = locations.toGenericDict();
+  for (auto& [index, entries] : sd.state) {
+    auto per_param = where.find(index);
+    if (per_param == where.end() || !per_param->value().isGenericDict()) {
+      corrupt(kStateBytes, "no location for parameter " + std::to_string(index));
+    }
+    const Dict keys = per_param->value().toGenericDict();
+    for (auto& [key, tensor] : entries) {
+      auto loc = keys.find(key);
+      if (loc == keys.end() || !loc->value().isString()) {
+        corrupt(kStateBytes, "no location for state '" + key + "'");
+      }
+      const c10::Device device = map_location ? *map_location
+                                              : c10::Device(loc->value().toStringRef());
+      if (!device.is_cpu()) tensor = tensor.to(device);
+    }
+  }
+  return sd;
+}
+
 }  // namespace harness::runtime

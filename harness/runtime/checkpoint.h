@@ -5,7 +5,10 @@
 // incompatible file is an InputError naming the file and the problem.
 #include <ATen/core/Tensor.h>
 
+#include <c10/core/Device.h>
+
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,5 +29,13 @@ struct Checkpoint {
 void save_checkpoint(const Checkpoint& checkpoint, const std::string& path);
 // Reads a checkpoint; every tensor is on the CPU (map_location="cpu").
 Checkpoint load_checkpoint(const std::string& path);
+
+// An optimizer state_dict as bytes, the way torch.save writes one: each tensor is copied to the
+// host (a blocking copy for a device tensor) and its device is recorded beside it.
+std::vector<char> pickle_optimizer_state(const OptimizerStateDict& state);
+// The reverse, the way torch.load reads it: each tensor is restored onto its recorded device, or
+// onto `map_location` when given. Throws InputError when the bytes are not such a state_dict.
+OptimizerStateDict unpickle_optimizer_state(const std::vector<char>& bytes,
+                                            const std::optional<c10::Device>& map_location);
 
 }  // namespace harness::runtime

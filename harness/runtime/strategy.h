@@ -4,6 +4,7 @@
 // does with the optimizer state after Optimizer::load_state_dict on resume.
 #include <c10/core/Device.h>
 
+#include <memory>
 #include <string>
 
 #include "harness/runtime/checkpoint.h"
@@ -24,7 +25,14 @@ class Strategy {
   virtual c10::Device root_device() const = 0;
   // Puts the model on the device (phase "setup").
   virtual void setup_module(TrainModule& module) = 0;
+  // The optimizer the trainer steps (default: the module's own; ZeRO wraps it).
+  virtual std::unique_ptr<Optimizer> setup_optimizer(TrainModule& module) {
+    return module.configure_optimizers();
+  }
   virtual Batch batch_to_device(const Batch& batch) = 0;
+  // After backward, before the optimizer step (phase "train.grad_sync"): data parallel
+  // strategies average the gradients over ranks here.
+  virtual void reduce_gradients(TrainModule& /*module*/) {}
   virtual Checkpoint make_checkpoint(TrainModule& module, Optimizer& optimizer, int64_t step) = 0;
   virtual void restore_checkpoint(const Checkpoint& checkpoint, TrainModule& module,
                                   Optimizer& optimizer) = 0;

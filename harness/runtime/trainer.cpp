@@ -23,7 +23,7 @@ void Trainer::setup(TrainModule& module) {
   if (module_ == &module) return;
   Phase phase("setup");
   strategy_.setup_module(module);
-  optimizer_ = module.configure_optimizers();  // after the model is on its device
+  optimizer_ = strategy_.setup_optimizer(module);  // after the model is on its device
   module_ = &module;
 }
 
@@ -61,6 +61,10 @@ void Trainer::train_step(TrainModule& module) {
     {
       Phase p("train.backward");
       torch::autograd::backward({loss});
+    }
+    {
+      Phase p("train.grad_sync");
+      strategy_.reduce_gradients(module);
     }
     {
       Phase p("optimizer.step");

@@ -37,6 +37,8 @@ void CuptiAggregator::consume(const CUpti_Activity* record) {
         case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: p.copy_kind = CopyKind::DeviceToDevice; break;
         default: return;  // host-to-host and array copies are not part of the contract
       }
+      p.cross_device = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_PTOP ||
+                       (home_device_ >= 0 && static_cast<int>(m->deviceId) != home_device_);
       p.bytes = static_cast<int64_t>(m->bytes);
       p.copies = m->copyCount > 0 ? static_cast<int64_t>(m->copyCount) : 1;
       pending_.push_back(std::move(p));
@@ -95,6 +97,10 @@ Counts CuptiAggregator::resolve() {
         t.count += p.copies;
         t.bytes += p.bytes;
         if (p.host_pinned) t.pinned += p.copies;
+        if (p.cross_device) {
+          c.cross_device.count += p.copies;
+          c.cross_device.bytes += p.bytes;
+        }
         break;
       }
       case What::Memset: c.memsets += 1; break;

@@ -30,6 +30,9 @@ class CuptiAggregator {
   // Attributes the buffered records to phases and returns their counts; clears the buffer.
   Counts resolve();
   uint64_t dropped() const { return dropped_; }
+  // The GPU this process (rank) owns: a memcpy on another device is cross-device; -1: none, and
+  // only peer-to-peer copies are.
+  void set_home_device(int device) { home_device_ = device; }
 
  private:
   enum class What { Kernel, Memcpy, Memset, Sync, StreamWait };
@@ -41,6 +44,7 @@ class CuptiAggregator {
     int64_t bytes = 0;
     int64_t copies = 1;      // copyCount of a memcpy record (batched copies)
     bool host_pinned = false;
+    bool cross_device = false;
   };
 
   std::vector<Pending> pending_;
@@ -48,6 +52,7 @@ class CuptiAggregator {
   std::unordered_map<std::string, uint64_t> ids_;
   std::vector<std::string> names_ = {kNoPhase};  // external id -> phase name
   uint64_t dropped_ = 0;
+  int home_device_ = -1;
 };
 
 }  // namespace harness::cupti

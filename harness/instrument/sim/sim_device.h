@@ -33,8 +33,18 @@ int device_count() noexcept;
 c10::Device device(int index = 0);
 bool is_sim(const at::Tensor& tensor);
 
+// The device this process (rank) owns, as `torch.cuda.set_device(local_rank)` names it: a copy
+// to or from any other sim device is counted as cross-device. -1 (the default): none, and only
+// sim:i -> sim:j copies with i != j are cross-device.
+void set_home_device(int index) noexcept;
+int home_device() noexcept;
+
 // Explicit synchronisation of a sim device: counted as a sync ("device synchronize").
 void synchronize(int index = 0);
+
+// A CPU tensor over the same memory as sim tensor `t` (same sizes, strides and offset; nothing
+// copied or counted): for libraries that read host memory, such as Gloo.
+at::Tensor host_alias(const at::Tensor& t);
 
 // Whether `data` is the base of a page-locked host allocation made through the sim backend's
 // pinned-memory allocator (Tensor::pin_memory()).

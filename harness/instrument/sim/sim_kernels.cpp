@@ -141,17 +141,23 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   at::Tensor cpu_dst = dst_sim ? cpu_alias(dst) : dst;
   const at::Tensor cpu_src = src_sim ? cpu_alias(src) : src;
   cpu_dst.copy_(cpu_src);  // a CPU-to-CPU copy: the backend's own work, not counted
+  const int home = home_device();
+  const auto foreign = [home](const at::Tensor& t) {
+    return is_sim(t) && home >= 0 && t.device().index() != home;
+  };
+  const bool cross_device =
+      (src_sim && dst_sim && src.device() != dst.device()) || foreign(src) || foreign(dst);
   if (src_sim && dst_sim) {
     if (src.device() != dst.device() || memcpy_eligible(dst, src)) {
-      events::record_copy(CopyKind::DeviceToDevice, bytes, false, begin);
+      events::record_copy(CopyKind::DeviceToDevice, bytes, false, begin, cross_device);
     } else {
       events::record_launch("aten::copy_", begin);  // a strided or casting copy is a kernel
     }
   } else if (dst_sim) {
-    events::record_copy(CopyKind::HostToDevice, bytes, host_pinned(src), begin);
+    events::record_copy(CopyKind::HostToDevice, bytes, host_pinned(src), begin, cross_device);
     if (!non_blocking) events::record_sync("aten::copy_", "blocking copy H2D");
   } else {
-    events::record_copy(CopyKind::DeviceToHost, bytes, host_pinned(dst), begin);
+    events::record_copy(CopyKind::DeviceToHost, bytes, host_pinned(dst), begin, cross_device);
     if (!non_blocking) events::record_sync("aten::copy_", "blocking copy D2H");
   }
   return dst;
@@ -367,6 +373,11 @@ void register_kernels() {
   static auto* fallbacks = new torch::Library(torch::Library::IMPL, "_",
                                               c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   fallbacks->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+}
+
+at::Tensor host_alias(const at::Tensor& t) {
+  TORCH_CHECK(is_sim(t), "host_alias takes a sim tensor, got one on ", t.device());
+  return cpu_alias(t);
 }
 
 }  // namespace harness::sim

@@ -10,6 +10,7 @@
 #include <c10/core/Stream.h>
 #include <ATen/core/Tensor.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <unordered_set>
@@ -22,6 +23,7 @@ namespace harness::sim {
 namespace {
 
 int g_device_count = 0;
+std::atomic<int> g_home_device{-1};
 thread_local c10::DeviceIndex t_current_device = 0;
 
 void check_index(c10::DeviceIndex index) {
@@ -199,6 +201,8 @@ void initialize(int device_count) {
 
 bool is_initialized() noexcept { return g_device_count > 0; }
 int device_count() noexcept { return g_device_count; }
+void set_home_device(int index) noexcept { g_home_device.store(index); }
+int home_device() noexcept { return g_home_device.load(); }
 
 c10::Device device(int index) {
   TORCH_CHECK(is_initialized(), "sim backend used before harness::sim::initialize()");

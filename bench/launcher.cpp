@@ -1,0 +1,148 @@
+#include "bench/launcher.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <iostream>
+#include <optional>
+#include <thread>
+
+namespace harness {
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
+
+// A loopback port that is free now (the kernel picks it; rank 0's store binds it right after).
+int free_loopback_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = 0;
+  socklen_t len = sizeof addr;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+    const std::string why = std::strerror(errno);
+    ::close(fd);
+    throw std::runtime_error("cannot find a free loopback port: " + why);
+  }
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return "exited with status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "was killed by signal " + std::to_string(sig) + " (" + ::strsignal(sig) + ")";
+  }
+  return "ended with wait status " + std::to_string(status);
+}
+
+pid_t spawn_rank(const std::vector<std::string>& argv, int rank, int world, int port) {
+  const pid_t pid = ::fork();
+  if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
+  if (pid > 0) return pid;
+  // Child: the rank's environment, then this same bench binary.
+  ::setenv("RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
+  ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);
+  ::setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
+  ::setenv("MASTER_ADDR", "127.0.0.1", 1);
+  ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  ::execv("/proc/self/exe", args.data());
+  std::fprintf(stderr, "bench: rank %d: cannot start %s: %s\n", rank, argv[0].c_str(),
+               std::strerror(errno));
+  ::_exit(127);
+}
+
+}  // namespace
+
+std::vector<std::string> without_nproc(const std::vector<std::string>& argv) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < argv.size(); ++i) {
+    if (argv[i] == "--nproc") {
+      ++i;
+      continue;
+    }
+    if (argv[i].rfind("--nproc=", 0) == 0) continue;
+    out.push_back(argv[i]);
+  }
+  return out;
+}
+
+ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc) {
+  const int port = free_loopback_port();
+  struct sigaction sa{};
+  sa.sa_handler = on_stop_signal;
+  ::sigaction(SIGINT, &sa, nullptr);
+  ::sigaction(SIGTERM, &sa, nullptr);
+
+  std::vector<pid_t> pids;
+  std::vector<std::optional<int>> status(static_cast<size_t>(nproc));
+  for (int r = 0; r < nproc; ++r) pids.push_back(spawn_rank(argv, r, nproc, port));
+
+  std::optional<int> failed_rank;
+  std::string failure;
+  size_t running = pids.size();
+  auto stopping_since = std::optional<std::chrono::steady_clock::time_point>();
+  const auto grace = std::chrono::seconds(5);
+  while (running > 0) {
+    int st = 0;
+    const pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    if (pid > 0) {
+      for (size_t r = 0; r < pids.size(); ++r) {
+        if (pids[r] != pid || status[r]) continue;
+        status[r] = st;
+        --running;
+        const bool ok = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || (r == 0 && WEXITSTATUS(st) == 1));
+        if (!ok && !failed_rank && !stopping_since) {
+          failed_rank = static_cast<int>(r);
+          failure = describe_status(st);
+        }
+      }
+      continue;
+    }
+    const int sig = g_stop_signal.load();
+    if ((failed_rank || sig) && !stopping_since) {
+      if (sig && !failed_rank) failure = std::string("interrupted by ") + ::strsignal(sig);
+      for (size_t r = 0; r < pids.size(); ++r) {
+        if (!status[r]) ::kill(pids[r], SIGTERM);
+      }
+      stopping_since = std::chrono::steady_clock::now();
+    }
+    if (stopping_since && std::chrono::steady_clock::now() - *stopping_since > grace) {
+      for (size_t r = 0; r < pids.size(); ++r) {
+        if (!status[r]) ::kill(pids[r], SIGKILL);
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+
+  if (failed_rank) {
+    std::cerr << "bench: rank " << *failed_rank << " of " << nproc << " " << failure
+              << "; the other ranks were stopped\n";
+    const int code = WIFEXITED(*status[*failed_rank]) ? WEXITSTATUS(*status[*failed_rank]) : 3;
+    return code == static_cast<int>(ExitCode::BadInput) ? ExitCode::BadInput
+                                                        : ExitCode::ScenarioFailed;
+  }
+  if (g_stop_signal.load()) {
+    std::cerr << "bench: " << failure << "; the ranks were stopped\n";
+    return ExitCode::ScenarioFailed;
+  }
+  return static_cast<ExitCode>(WEXITSTATUS(*status[0]));
+}
+
+}  // namespace harness

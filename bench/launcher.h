@@ -1,0 +1,21 @@
+#pragma once
+// `bench --nproc N`: starts N local ranks of this same bench command, the torchrun way (RANK,
+// WORLD_SIZE, LOCAL_RANK, MASTER_ADDR=127.0.0.1, MASTER_PORT: a free loopback port), and watches
+// them. The first rank that fails (non-zero exit or a signal) ends the run: the others are
+// stopped (SIGTERM, then SIGKILL after a grace period), every child is reaped, and the message
+// names the rank and what happened to it. A rank that hangs is bounded by the ranks' collective
+// timeout (--timeout): its peers give up waiting for it and fail, and then it is stopped.
+#include <string>
+#include <vector>
+
+#include "harness/errors.h"
+
+namespace harness {
+
+// `argv`: the bench command line to run in each rank (without --nproc).
+ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc);
+
+// `argv` without `--nproc N` / `--nproc=N`.
+std::vector<std::string> without_nproc(const std::vector<std::string>& argv);
+
+}  // namespace harness

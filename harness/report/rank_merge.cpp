@@ -1,0 +1,117 @@
+#include "harness/report/rank_merge.h"
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+namespace harness {
+namespace {
+
+// Sums `from` into `into` by measurement name; a name missing or null on either side is null.
+void add_measurements(std::vector<Measurement>& into, const std::vector<Measurement>& from) {
+  std::map<std::string, const Measurement*> by_name;
+  for (const Measurement& m : from) by_name[m.name] = &m;
+  for (Measurement& m : into) {
+    auto it = by_name.find(m.name);
+    if (it == by_name.end() || !it->second->value || !m.value) {
+      m.value.reset();
+    } else {
+      *m.value += *it->second->value;
+    }
+  }
+}
+
+double median_step_time(const VariantResult& v) {
+  const Measurement* m = find_metric(v, "timing.step_time.median");
+  return m && m->value ? *m->value : -1.0;
+}
+
+VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
+  const VariantResult& first = *ranks.front();
+  VariantResult merged = first;
+  merged.axes["ranks"] = std::to_string(ranks.size());
+  merged.sync_sites.clear();
+  merged.error.clear();
+  merged.warnings.clear();
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> sites;
+  size_t slowest = 0;
+  bool any_failed_check = false;
+  std::string details;
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const VariantResult& v = *ranks[r];
+    if (!v.ran) {
+      merged.ran = false;
+      if (merged.error.empty()) merged.error = "rank " + std::to_string(r) + ": " + v.error;
+    }
+    if (r > 0) {
+      add_measurements(merged.per_step, v.per_step);
+      add_measurements(merged.total, v.total);
+      for (auto& [phase, values] : merged.phases) {
+        auto it = v.phases.find(phase);
+        if (it == v.phases.end()) continue;
+        add_measurements(values, it->second);
+      }
+      for (const auto& [phase, values] : v.phases) {
+        if (!merged.phases.count(phase)) merged.phases[phase] = values;
+      }
+      for (const auto& [op, n] : v.launches_by_op) {
+        if (r > 0) merged.launches_by_op[op] += n;
+      }
+    }
+    for (const SyncSite& s : v.sync_sites) sites[{s.phase, s.op, s.reason}] += s.count;
+    if (median_step_time(v) > median_step_time(*ranks[slowest])) slowest = r;
+    if (v.correctness.checked) {
+      merged.correctness.checked = true;
+      any_failed_check = any_failed_check || !v.correctness.passed;
+      details += (details.empty() ? "" : "; ") + ("rank " + std::to_string(r) + ": ") +
+                 v.correctness.detail;
+    }
+    for (const std::string& w : v.warnings) merged.warnings.push_back("rank " + std::to_string(r) + ": " + w);
+  }
+  for (const auto& [key, n] : sites) {
+    merged.sync_sites.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), n});
+  }
+  if (merged.correctness.checked) {
+    merged.correctness.passed = !any_failed_check;
+    merged.correctness.detail = details;
+  }
+  merged.timing = ranks[slowest]->timing;
+  merged.timing.push_back({"slowest_rank", static_cast<double>(slowest), "rank",
+                           "the rank with the largest median step time (its timing is shown)"});
+  return merged;
+}
+
+}  // namespace
+
+ScenarioResult merge_rank_results(const std::vector<ScenarioResult>& per_rank) {
+  if (per_rank.empty()) throw std::invalid_argument("merge_rank_results: no ranks");
+  ScenarioResult merged = per_rank.front();
+  merged.variants.clear();
+  const size_t world = per_rank.size();
+  for (const VariantResult& v : per_rank.front().variants) {
+    std::vector<const VariantResult*> ranks;
+    for (size_t r = 0; r < world; ++r) {
+      const VariantResult* found = find_variant(per_rank[r], v.name);
+      if (found == nullptr) {
+        throw std::runtime_error("rank " + std::to_string(r) + " has no result for variant '" +
+                                 v.name + "' of " + merged.name);
+      }
+      ranks.push_back(found);
+    }
+    merged.variants.push_back(merge_variant(ranks));
+  }
+  if (world > 1) {
+    for (const VariantResult& v : per_rank.front().variants) {
+      for (size_t r = 0; r < world; ++r) {
+        VariantResult own = *find_variant(per_rank[r], v.name);
+        own.name = v.name + "@rank" + std::to_string(r);
+        own.axes["rank"] = std::to_string(r);
+        merged.variants.push_back(std::move(own));
+      }
+    }
+  }
+  return merged;
+}
+
+}  // namespace harness

@@ -1,0 +1,109 @@
+#include "harness/runtime/dist/communicator.h"
+
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "harness/errors.h"
+#include "harness/instrument/sim/sim_device.h"
+#include "harness/runtime/dist/counting_backend.h"
+
+namespace harness::runtime {
+
+void Communicator::broadcast(at::Tensor& tensor, int root) {
+  std::vector<at::Tensor> one{tensor};
+  broadcast(one, root);
+}
+
+namespace {
+
+class ProcessGroupCommunicator final : public Communicator {
+ public:
+  ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Store> store,
+                           c10::intrusive_ptr<c10d::Backend> backend,
+                           std::chrono::milliseconds timeout)
+      : store_(std::move(store)), backend_(std::move(backend)), timeout_(timeout) {}
+
+  int rank() const override { return backend_->getRank(); }
+  int world_size() const override { return backend_->getSize(); }
+  std::string backend_name() const override { return backend_->getBackendName(); }
+
+  void broadcast(std::vector<at::Tensor>& tensors, int root) override {
+    c10d::BroadcastOptions o;
+    o.rootRank = root;
+    o.timeout = timeout_;
+    backend_->broadcast(tensors, o)->wait(timeout_);
+  }
+
+  void all_reduce_sum(std::vector<at::Tensor>& tensors) override {
+    c10d::AllreduceOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.timeout = timeout_;
+    backend_->allreduce(tensors, o)->wait(timeout_);
+  }
+
+  void barrier() override {
+    c10d::BarrierOptions o;
+    o.timeout = timeout_;
+    backend_->barrier(o)->wait(timeout_);
+  }
+
+  void store_set(const std::string& key, const std::string& value) override {
+    store_->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+  }
+
+  std::string store_get(const std::string& key) override {
+    try {
+      const std::vector<uint8_t> v = store_->get(key);
+      return std::string(v.begin(), v.end());
+    } catch (const std::exception& e) {
+      throw std::runtime_error("rank " + std::to_string(rank()) + ": no value for '" + key +
+                               "' in the rendezvous store within " +
+                               std::to_string(timeout_.count()) + " ms: " + e.what());
+    }
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Store> store_;
+  c10::intrusive_ptr<c10d::Backend> backend_;
+  std::chrono::milliseconds timeout_;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> connect(const RankEnv& env, const DeviceSelection& device,
+                                      const CommunicatorOptions& options) {
+  if (device.kind == DeviceKind::Sim) {
+    if (env.local_rank >= sim::device_count()) {
+      throw InputError("LOCAL_RANK " + std::to_string(env.local_rank) + " has no sim device (" +
+                       std::to_string(sim::device_count()) + " per process)");
+    }
+    sim::set_home_device(env.local_rank);
+  }
+  c10::intrusive_ptr<c10d::Store> store;
+  if (!options.file_store_path.empty()) {
+    store = c10::make_intrusive<c10d::FileStore>(options.file_store_path, env.world_size);
+  } else {
+    c10d::TCPStoreOptions o;
+    o.port = static_cast<uint16_t>(env.master_port);
+    o.isServer = env.rank == 0;
+    o.numWorkers = env.world_size;
+    o.waitWorkers = true;
+    o.timeout = options.timeout;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
+    } catch (const std::exception& e) {
+      throw std::runtime_error("rank " + std::to_string(env.rank) + ": rendezvous at " +
+                               env.master_addr + ":" + std::to_string(env.master_port) +
+                               " failed: " + e.what());
+    }
+  }
+  store->setTimeout(options.timeout);
+  auto gloo = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("gloo", store), env.rank,
+                                env.world_size, options.timeout);
+  return std::make_unique<ProcessGroupCommunicator>(
+      c10::make_intrusive<c10d::PrefixStore>("harness", store),
+      c10::make_intrusive<CountingBackend>(std::move(gloo)), options.timeout);
+}
+
+}  // namespace harness::runtime

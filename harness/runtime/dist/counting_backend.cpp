@@ -1,0 +1,102 @@
+#include "harness/runtime/dist/counting_backend.h"
+
+#include <string>
+#include <utility>
+
+#include "harness/instrument/collector.h"
+#include "harness/instrument/sim/sim_device.h"
+
+namespace harness::runtime {
+namespace {
+
+// What the inner backend sees: a sim tensor's host memory (zero-copy), anything else as it is.
+at::Tensor for_inner(const at::Tensor& t) { return sim::is_sim(t) ? sim::host_alias(t) : t; }
+
+std::vector<at::Tensor> for_inner(const std::vector<at::Tensor>& tensors) {
+  std::vector<at::Tensor> out;
+  out.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) {
+    TORCH_CHECK(t.is_contiguous(), "collectives take contiguous tensors");
+    out.push_back(for_inner(t));
+  }
+  return out;
+}
+
+int64_t payload_bytes(const std::vector<at::Tensor>& tensors) {
+  int64_t bytes = 0;
+  for (const at::Tensor& t : tensors) bytes += static_cast<int64_t>(t.nbytes());
+  return bytes;
+}
+
+// The inner backend's work, with the wait counted; keeps the aliases alive until it is done.
+class CountedWork final : public c10d::Work {
+ public:
+  CountedWork(c10::intrusive_ptr<c10d::Work> inner, const char* op,
+              std::vector<at::Tensor> keep_alive)
+      : inner_(std::move(inner)), op_(op), keep_alive_(std::move(keep_alive)) {}
+
+  bool wait(std::chrono::milliseconds timeout) override {
+    const bool done = inner_->wait(timeout);
+    events::record_collective_wait(op_);
+    return done;
+  }
+  bool isCompleted() override { return inner_->isCompleted(); }
+  bool isSuccess() const override { return inner_->isSuccess(); }
+  std::exception_ptr exception() const override { return inner_->exception(); }
+  void synchronize() override { inner_->synchronize(); }
+  void abort() override { inner_->abort(); }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> inner_;
+  const char* op_;
+  std::vector<at::Tensor> keep_alive_;
+};
+
+c10::intrusive_ptr<c10d::Work> counted(c10::intrusive_ptr<c10d::Work> work, const char* op,
+                                       int64_t bytes, std::vector<at::Tensor> keep_alive) {
+  events::record_collective(op, bytes);
+  return c10::make_intrusive<CountedWork>(std::move(work), op, std::move(keep_alive));
+}
+
+}  // namespace
+
+CountingBackend::CountingBackend(c10::intrusive_ptr<c10d::Backend> inner)
+    : c10d::Backend(inner->getRank(), inner->getSize()), inner_(std::move(inner)) {}
+
+const std::string CountingBackend::getBackendName() const {
+  return "counting(" + inner_->getBackendName() + ")";
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::broadcast(std::vector<at::Tensor>& tensors,
+                                                          const c10d::BroadcastOptions& opts) {
+  std::vector<at::Tensor> inner = for_inner(tensors);
+  auto work = inner_->broadcast(inner, opts);
+  return counted(std::move(work), "broadcast", payload_bytes(tensors), std::move(inner));
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::allreduce(std::vector<at::Tensor>& tensors,
+                                                          const c10d::AllreduceOptions& opts) {
+  std::vector<at::Tensor> inner = for_inner(tensors);
+  auto work = inner_->allreduce(inner, opts);
+  return counted(std::move(work), "all_reduce", payload_bytes(tensors), std::move(inner));
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> inner_in = for_inner(inputs);
+  std::vector<std::vector<at::Tensor>> inner_out;
+  std::vector<at::Tensor> keep_alive = inner_in;
+  for (const auto& list : outputs) {
+    inner_out.push_back(for_inner(list));
+    keep_alive.insert(keep_alive.end(), inner_out.back().begin(), inner_out.back().end());
+  }
+  auto work = inner_->allgather(inner_out, inner_in, opts);
+  return counted(std::move(work), "all_gather", payload_bytes(inputs), std::move(keep_alive));
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::barrier(const c10d::BarrierOptions& opts) {
+  return counted(inner_->barrier(opts), "barrier", 0, {});
+}
+
+}  // namespace harness::runtime

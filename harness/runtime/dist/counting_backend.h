@@ -1,0 +1,40 @@
+#pragma once
+// CountingBackend: a thin c10d backend in front of another (Gloo here) that makes collectives
+// countable. Each collective is recorded when issued ("collective.<name>", payload bytes of this
+// rank's tensors), and waiting for it is recorded as a sync ("collective wait").
+//
+// Sim tensors live in host memory, so the inner Gloo backend is handed zero-copy host aliases of
+// them: no staging copies exist, so none are counted (as the sim backend never counts its own
+// bookkeeping). The results land in the sim tensors themselves.
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
+#include <chrono>
+
+namespace harness::runtime {
+
+class CountingBackend final : public c10d::Backend {
+ public:
+  explicit CountingBackend(c10::intrusive_ptr<c10d::Backend> inner);
+
+  const std::string getBackendName() const override;
+  c10::intrusive_ptr<c10d::Work> broadcast(std::vector<at::Tensor>& tensors,
+                                           const c10d::BroadcastOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allreduce(std::vector<at::Tensor>& tensors,
+                                           const c10d::AllreduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather(std::vector<std::vector<at::Tensor>>& outputs,
+                                           std::vector<at::Tensor>& inputs,
+                                           const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
+
+ private:
+  c10::intrusive_ptr<c10d::Backend> inner_;
+};
+
+// LibTorch's ProcessGroupGloo over `store` on the loopback-or-hostname device
+// (GLOO_SOCKET_IFNAME is honoured as in PyTorch).
+c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10d::Store>& store,
+                                                    int rank, int size,
+                                                    std::chrono::milliseconds timeout);
+
+}  // namespace harness::runtime
