@@ -105,7 +105,7 @@ ScenarioResult merge_rank_results(const std::vector<ScenarioResult>& per_rank) {
     for (const VariantResult& v : per_rank.front().variants) {
       for (size_t r = 0; r < world; ++r) {
         VariantResult own = *find_variant(per_rank[r], v.name);
-        own.name = v.name + "@rank" + std::to_string(r);
+        own.name = "rank" + std::to_string(r) + "/" + v.name;
         own.axes["rank"] = std::to_string(r);
         merged.variants.push_back(std::move(own));
       }

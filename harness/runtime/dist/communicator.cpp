@@ -17,6 +17,12 @@ void Communicator::broadcast(at::Tensor& tensor, int root) {
 
 namespace {
 
+// c10 errors append a C++ backtrace: the first line says what happened.
+std::string first_line_of(const char* what) {
+  const std::string s(what);
+  return s.substr(0, s.find('\n'));
+}
+
 class ProcessGroupCommunicator final : public Communicator {
  public:
   ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Store> store,
@@ -59,7 +65,7 @@ class ProcessGroupCommunicator final : public Communicator {
     } catch (const std::exception& e) {
       throw std::runtime_error("rank " + std::to_string(rank()) + ": no value for '" + key +
                                "' in the rendezvous store within " +
-                               std::to_string(timeout_.count()) + " ms: " + e.what());
+                               std::to_string(timeout_.count()) + " ms: " + first_line_of(e.what()));
     }
   }
 
@@ -95,7 +101,7 @@ std::unique_ptr<Communicator> connect(const RankEnv& env, const DeviceSelection&
     } catch (const std::exception& e) {
       throw std::runtime_error("rank " + std::to_string(env.rank) + ": rendezvous at " +
                                env.master_addr + ":" + std::to_string(env.master_port) +
-                               " failed: " + e.what());
+                               " failed: " + first_line_of(e.what()));
     }
   }
   store->setTimeout(options.timeout);

@@ -1,0 +1,170 @@
+"""Runs bench with real local ranks (processes on loopback): zero_broadcast on 2 and 4 ranks, the
+merged report, the gate, a rank killed mid-run, and bad rank environments.
+
+Environment: BENCH (path of the bench binary), SOURCE_DIR (the repository root).
+"""
+import json
+import os
+import signal
+import subprocess
+import tempfile
+import time
+import unittest
+
+BENCH = os.environ["BENCH"]
+SOURCE_DIR = os.environ["SOURCE_DIR"]
+GATE = os.path.join(SOURCE_DIR, "reports", "gates", "zero_broadcast.json")
+RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+
+
+def clean_env(**extra):
+    env = {k: v for k, v in os.environ.items() if k not in RANK_ENV}
+    env.update(extra)
+    return env
+
+
+def bench(*args, env=None, timeout=300):
+    return subprocess.run([BENCH, *args], capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, env=env or clean_env())
+
+
+def strict_json(path):
+    with open(path) as f:
+        return json.load(f, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+
+
+class ZeroBroadcastRanks(unittest.TestCase):
+    def run_ranks(self, nproc):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "report.json")
+            r = bench("--scenario", "zero_broadcast", "--device", "sim", "--nproc", str(nproc),
+                      "--out", out, "--gate", GATE)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            report = strict_json(out)
+        self.assertEqual(report["provenance"]["world_size"], nproc)
+        variants = {v["name"]: v for v in report["scenarios"][0]["variants"]}
+        return r, variants
+
+    def check(self, nproc):
+        r, v = self.run_ranks(nproc)
+        self.assertIn("gate: 12 passed, 0 failed", r.stdout)
+        merged = ["consolidate/object_list", "consolidate/object", "consolidate/tensor",
+                  "param_broadcast/per_param", "param_broadcast/bucketed"]
+        for name in merged:
+            self.assertIn(name, r.stdout)
+            self.assertEqual(v[name]["axes"]["ranks"], str(nproc))
+            for rank in range(nproc):
+                per_rank = v[f"rank{rank}/{name}"]
+                self.assertEqual(per_rank["axes"]["rank"], str(rank))
+            # Merged counts are the sum of the ranks' counts.
+            for metric in ("sync.count", "collective.count", "h2d.count", "d2h.count"):
+                total = sum(v[f"rank{k}/{name}"]["per_step"][metric] for k in range(nproc))
+                self.assertEqual(v[name]["per_step"][metric], total, (name, metric))
+            self.assertIn("slowest_rank", v[name]["timing"])
+        # The pathology, rank by rank: only the object_list receiver on rank 0 crosses devices.
+        self.assertGreater(v["rank0/consolidate/object_list"]["per_step"]["cross_device_copy.count"], 0)
+        for rank in range(nproc):
+            tensor = v[f"rank{rank}/consolidate/tensor"]["per_step"]
+            self.assertEqual(tensor["sync.other.count"], 0)
+            self.assertEqual(tensor["sync.count"], tensor["sync.collective_wait.count"])
+            self.assertGreater(tensor["collective.broadcast.count"], 0)
+        # Pickling ways: at least one host read per received object, on every receiving rank.
+        for rank in range(1, nproc):
+            self.assertGreater(v[f"rank{rank}/consolidate/object_list"]["per_step"]["sync.other.count"], 0)
+        # Bucketed: one broadcast per rank per step; per parameter: one per parameter tensor.
+        params = int(v["param_broadcast/per_param"]["per_step"]["collective.broadcast.count"]) // nproc
+        self.assertEqual(params, 10)
+        self.assertEqual(v["rank0/param_broadcast/bucketed"]["per_step"]["collective.broadcast.count"], nproc)
+        for name in merged:
+            self.assertTrue(v[name]["correctness"]["passed"], v[name]["correctness"])
+
+    def test_two_ranks(self):
+        self.check(2)
+
+    def test_four_ranks(self):
+        self.check(4)
+
+    def test_default_is_two_ranks(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "report.json")
+            r = bench("--scenario", "zero_broadcast", "--device", "sim", "--variant",
+                      "consolidate/tensor", "--out", out, "-q")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(strict_json(out)["provenance"]["world_size"], 2)
+
+    def test_single_device_scenario_on_ranks(self):
+        r = bench("--scenario", "resume_adam", "--device", "sim", "--nproc", "2", "--variant",
+                  "fresh/foreach", "-q")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("rank1/fresh/foreach", r.stdout)
+
+
+class RankFailures(unittest.TestCase):
+    def test_killed_rank_ends_run_with_exit_3_and_no_orphans(self):
+        proc = subprocess.Popen([BENCH, "--scenario", "zero_broadcast", "--device", "sim",
+                                 "--nproc", "2", "--steps", "100000", "--timeout", "20", "-q"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=clean_env(), stdin=subprocess.DEVNULL)
+        children = []
+        deadline = time.time() + 60
+        victim = None
+        while victim is None and time.time() < deadline:
+            time.sleep(0.5)
+            children = [int(p) for p in subprocess.run(
+                ["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()]
+            for pid in children:
+                try:
+                    with open(f"/proc/{pid}/environ", "rb") as f:
+                        if b"\0RANK=1\0" in b"\0" + f.read():
+                            victim = pid
+                except OSError:
+                    pass
+        self.assertIsNotNone(victim, "rank 1 never started")
+        time.sleep(1.0)  # well inside the run
+        os.kill(victim, signal.SIGKILL)
+        killed_at = time.time()
+        _, err = proc.communicate(timeout=60)
+        self.assertLess(time.time() - killed_at, 30)
+        self.assertEqual(proc.returncode, 3, err)
+        self.assertIn("rank 1 of 2 was killed by signal 9", err)
+        for pid in children:
+            self.assertFalse(os.path.exists(f"/proc/{pid}") and
+                             open(f"/proc/{pid}/stat").read().split()[2] != "Z",
+                             f"rank process {pid} outlived the run")
+
+    def test_lonely_rank_times_out_with_exit_3(self):
+        r = bench("--scenario", "zero_broadcast", "--device", "sim", "--timeout", "2", "-q",
+                  env=clean_env(WORLD_SIZE="2", RANK="0", MASTER_ADDR="127.0.0.1",
+                                MASTER_PORT="29731"))
+        self.assertEqual(r.returncode, 3, r.stderr)
+        self.assertIn("rank 0: rendezvous at 127.0.0.1:29731 failed", r.stderr)
+        self.assertNotIn("frame #", r.stderr)
+
+    def test_malformed_rank_environment_is_bad_input(self):
+        r = bench("--scenario", "resume_adam", "--device", "sim", env=clean_env(WORLD_SIZE="two"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("WORLD_SIZE='two'", r.stderr)
+        r = bench("--scenario", "resume_adam", "--device", "sim",
+                  env=clean_env(WORLD_SIZE="2", RANK="5", MASTER_ADDR="127.0.0.1", MASTER_PORT="1"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("RANK='5'", r.stderr)
+
+    def test_nproc_inside_a_rank_is_bad_input(self):
+        r = bench("--scenario", "resume_adam", "--device", "sim", "--nproc", "2",
+                  env=clean_env(WORLD_SIZE="1", RANK="0"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("--nproc", r.stderr)
+
+    def test_bad_nproc(self):
+        r = bench("--scenario", "zero_broadcast", "--nproc", "0")
+        self.assertEqual(r.returncode, 2)
+
+    def test_world_size_one_is_a_group_of_one(self):
+        r = bench("--scenario", "zero_broadcast", "--device", "sim",
+                  env=clean_env(WORLD_SIZE="1", RANK="0"))
+        # World size 1 is allowed: a process group of one rank.
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
