@@ -1,0 +1,220 @@
+// Data parallel training on real ranks: each test forks its ranks first thing (this binary runs
+// no Torch work before forking), joins them through a FileStore, and compares what they trained
+// with single-device training on the same global batch. Also the ZeRO partition and the counting
+// rules of collectives (issue, wait, bytes) and of cross-device copies.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <ATen/ops/ones.h>
+#include <ATen/ops/zeros.h>
+#include <torch/csrc/jit/serialization/pickle.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <thread>
+
+#include "harness/instrument/collector.h"
+#include "harness/instrument/sim/sim_device.h"
+#include "harness/runtime/data_parallel.h"
+#include "harness/runtime/dist/communicator.h"
+#include "harness/runtime/mlp.h"
+#include "harness/runtime/trainer.h"
+#include "harness/runtime/zero.h"
+
+namespace harness::runtime {
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int64_t kGlobalBatch = 64;
+constexpr int64_t kSteps = 6;
+const MlpConfig kModel{{32, 64, 64, 32, 16, 4}, 42};
+
+struct TempDir {
+  TempDir() {
+    std::string pattern = (fs::temp_directory_path() / "harness-dist-XXXXXX").string();
+    path = ::mkdtemp(pattern.data());
+  }
+  ~TempDir() { fs::remove_all(path); }
+  std::string path;
+};
+
+void save_tensors(const std::vector<at::Tensor>& tensors, const std::string& path) {
+  c10::List<at::Tensor> list;
+  for (const at::Tensor& t : tensors) list.push_back(t.detach().cpu());
+  const std::vector<char> bytes = torch::jit::pickle_save(list);
+  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+std::vector<at::Tensor> load_tensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<at::Tensor> out;
+  const c10::IValue list = torch::jit::pickle_load(bytes);
+  for (const c10::IValue& v : list.toListRef()) out.push_back(v.toTensor());
+  return out;
+}
+
+// Runs body(rank) in `world` child processes; true when every one exits 0 within the timeout.
+bool run_in_processes(int world, const std::function<void(int)>& body,
+                      std::chrono::seconds timeout = std::chrono::seconds(120)) {
+  std::vector<pid_t> pids;
+  for (int r = 0; r < world; ++r) {
+    const pid_t pid = ::fork();
+    if (pid == 0) {
+      int code = 0;
+      try {
+        body(r);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+        code = 1;
+      }
+      std::fflush(nullptr);
+      ::_exit(code);
+    }
+    pids.push_back(pid);
+  }
+  bool ok = true;
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (pid_t pid : pids) {
+    int status = 0;
+    while (::waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (pid_t p : pids) ::kill(p, SIGKILL);
+        ::waitpid(pid, &status, 0);
+        ok = false;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }
+  return ok;
+}
+
+void train_single_device(const std::string& out) {
+  sim::initialize();
+  MlpRegression model(kModel, AdamOptions{});
+  SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
+  SingleDeviceStrategy strategy(sim::device(0), RestorePolicy::Rebuild);
+  Trainer trainer(strategy, data, {kSteps, 1});
+  trainer.fit(model);
+  save_tensors(model.parameters(), out);
+}
+
+void train_data_parallel(int rank, int world, const std::string& dir, DataParallelOptions options) {
+  sim::initialize();
+  RankEnv env;
+  env.rank = rank;
+  env.world_size = world;
+  env.local_rank = rank;
+  auto comm = connect(env, {DeviceKind::Sim, "sim"}, {std::chrono::seconds(60), dir + "/store"});
+  MlpRegression model(kModel, AdamOptions{});
+  SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
+  DataParallelStrategy strategy(*comm, sim::device(rank), std::move(options));
+  Trainer trainer(strategy, data, {kSteps, 1});
+  trainer.fit(model);
+  save_tensors(model.parameters(), dir + "/rank" + std::to_string(rank) + ".pt");
+}
+
+double max_abs_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double worst = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
+  }
+  return worst;
+}
+
+// Distributed training must match single-device training on the same global batch to within
+// float32 summation-order noise (the all-reduce adds the ranks' gradients in another order).
+constexpr double kTolerance = 1e-5;
+
+void expect_matches_single_device(int world, const DataParallelOptions& options) {
+  TempDir tmp;
+  ASSERT_TRUE(run_in_processes(1, [&](int) { train_single_device(tmp.path + "/single.pt"); }));
+  ASSERT_TRUE(run_in_processes(world, [&](int r) { train_data_parallel(r, world, tmp.path, options); }));
+  const auto single = load_tensors(tmp.path + "/single.pt");
+  const auto rank0 = load_tensors(tmp.path + "/rank0.pt");
+  EXPECT_LT(max_abs_diff(rank0, single), kTolerance);
+  for (int r = 1; r < world; ++r) {
+    // Every replica holds bitwise the same parameters.
+    EXPECT_EQ(max_abs_diff(load_tensors(tmp.path + "/rank" + std::to_string(r) + ".pt"), rank0), 0.0)
+        << "rank " << r;
+  }
+}
+
+TEST(DataParallel, DdpOnTwoRanksMatchesSingleDevice) {
+  expect_matches_single_device(2, DataParallelOptions{});
+}
+
+TEST(DataParallel, DdpWithSmallBucketsOnFourRanksMatchesSingleDevice) {
+  DataParallelOptions o;
+  o.bucket_cap_bytes = 4096;  // several buckets
+  expect_matches_single_device(4, o);
+}
+
+TEST(DataParallel, ZeroPerParameterMatchesSingleDevice) {
+  DataParallelOptions o;
+  o.zero_adam = AdamOptions{};
+  expect_matches_single_device(2, o);
+}
+
+TEST(DataParallel, ZeroBucketedForLoopAdamMatchesSingleDevice) {
+  DataParallelOptions o;
+  o.zero_adam = AdamOptions{};
+  o.zero_adam->impl = AdamImpl::ForLoop;
+  o.zero_param_broadcast = ParamBroadcast::Bucketed;
+  expect_matches_single_device(2, o);
+}
+
+TEST(ZeroPartition, LargestFirstToTheLeastLoadedRank) {
+  std::vector<at::Tensor> params = {at::zeros({10}), at::zeros({40}), at::zeros({30}),
+                                    at::zeros({20})};
+  // 40 -> r0, 30 -> r1, 20 -> r1 (30 < 40), 10 -> r0 (40 < 50).
+  EXPECT_EQ(partition_parameters(params, 2), (std::vector<int>{0, 0, 1, 1}));
+  EXPECT_EQ(partition_parameters(params, 1), (std::vector<int>{0, 0, 0, 0}));
+}
+
+// Counting rules of collectives and cross-device copies, on one rank (a group of one).
+TEST(CollectiveCounting, IssueWaitAndBytesAndCrossDeviceCopies) {
+  TempDir tmp;
+  ASSERT_TRUE(run_in_processes(1, [&](int) {
+    sim::initialize();
+    auto comm = connect({0, 1, 0}, {DeviceKind::Sim, "sim"},
+                        {std::chrono::seconds(30), tmp.path + "/store"});
+    EventCollector collector;
+    {
+      ScopedCollection on(collector);
+      at::Tensor t = at::ones({8}, at::TensorOptions().device(sim::device(0)));
+      comm->broadcast(t, 0);                     // 1 broadcast of 32 bytes, 1 wait
+      std::vector<at::Tensor> two{t, t.clone()};  // clone: 1 launch
+      comm->all_reduce_sum(two);                 // 1 all_reduce of 64 bytes, 1 wait
+      at::Tensor foreign = t.to(sim::device(1));  // D2D to another device: cross-device
+      at::Tensor home = t.cpu();                  // D2H from the home device: not cross-device
+      at::Tensor away = foreign.cpu();            // D2H from sim:1: cross-device
+    }
+    const PhaseCounts c = collector.snapshot().total();
+    auto expect = [](bool ok, const char* what) {
+      if (!ok) throw std::runtime_error(what);
+    };
+    expect(c.collectives.at("broadcast").count == 1, "one broadcast");
+    expect(c.collectives.at("broadcast").bytes == 32, "broadcast bytes");
+    expect(c.collectives.at("all_reduce").count == 1, "one all_reduce");
+    expect(c.collectives.at("all_reduce").bytes == 64, "all_reduce bytes: both tensors");
+    expect(c.collective_waits == 2, "a wait per collective");
+    expect(c.syncs == 2 + 2, "waits plus two blocking D2H copies");
+    expect(c.cross_device.count == 2, "the D2D to sim:1 and the D2H from sim:1");
+    // clone() is a same-device D2D memcpy, as on CUDA; the copy to sim:1 is the other one.
+    expect(c.d2d.count == 2, ("d2d " + std::to_string(c.d2d.count)).c_str());
+    expect(c.d2h.count == 2, ("d2h " + std::to_string(c.d2h.count)).c_str());
+  }));
+}
+
+}  // namespace
+}  // namespace harness::runtime
