@@ -95,6 +95,7 @@ ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc) {
   for (int r = 0; r < nproc; ++r) pids.push_back(spawn_rank(argv, r, nproc, port));
 
   std::optional<int> failed_rank;
+  bool stopped_others = false;
   std::string failure;
   size_t running = pids.size();
   auto stopping_since = std::optional<std::chrono::steady_clock::time_point>();
@@ -119,7 +120,10 @@ ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc) {
     if ((failed_rank || sig) && !stopping_since) {
       if (sig && !failed_rank) failure = std::string("interrupted by ") + ::strsignal(sig);
       for (size_t r = 0; r < pids.size(); ++r) {
-        if (!status[r]) ::kill(pids[r], SIGTERM);
+        if (!status[r]) {
+          ::kill(pids[r], SIGTERM);
+          stopped_others = true;
+        }
       }
       stopping_since = std::chrono::steady_clock::now();
     }
@@ -133,7 +137,7 @@ ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc) {
 
   if (failed_rank) {
     std::cerr << "bench: rank " << *failed_rank << " of " << nproc << " " << failure
-              << "; the other ranks were stopped\n";
+              << (stopped_others ? "; the other ranks were stopped" : "") << "\n";
     const int code = WIFEXITED(*status[*failed_rank]) ? WEXITSTATUS(*status[*failed_rank]) : 3;
     return code == static_cast<int>(ExitCode::BadInput) ? ExitCode::BadInput
                                                         : ExitCode::ScenarioFailed;

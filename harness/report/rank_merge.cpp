@@ -55,9 +55,7 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
       for (const auto& [phase, values] : v.phases) {
         if (!merged.phases.count(phase)) merged.phases[phase] = values;
       }
-      for (const auto& [op, n] : v.launches_by_op) {
-        if (r > 0) merged.launches_by_op[op] += n;
-      }
+      for (const auto& [op, n] : v.launches_by_op) merged.launches_by_op[op] += n;
     }
     for (const SyncSite& s : v.sync_sites) sites[{s.phase, s.op, s.reason}] += s.count;
     if (median_step_time(v) > median_step_time(*ranks[slowest])) slowest = r;

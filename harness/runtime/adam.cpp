@@ -66,18 +66,7 @@ const AdamParamState* Adam::state(size_t i) const {
   return state_.at(i).has_value() ? &*state_[i] : nullptr;
 }
 
-void Adam::zero_grad(bool set_to_none) {
-  for (at::Tensor& p : params_) {
-    at::Tensor& grad = p.mutable_grad();
-    if (!grad.defined()) continue;
-    if (set_to_none) {
-      grad.reset();
-    } else {
-      grad = grad.detach();
-      grad.zero_();
-    }
-  }
-}
+void Adam::zero_grad(bool set_to_none) { zero_grads(params_, set_to_none); }
 
 Adam::Group Adam::init_group() {
   Group g;

@@ -86,6 +86,15 @@ OptimizerStateDict optimizer_from_ivalue(const c10::IValue& v, const std::string
   return sd;
 }
 
+// torch::jit::pickle_load, with a failure reported as a corrupt `source`.
+c10::IValue unpickle_or_corrupt(const std::vector<char>& bytes, const std::string& source) {
+  try {
+    return torch::jit::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    corrupt(source, std::string("cannot unpickle (") + e.what() + ")");
+  }
+}
+
 }  // namespace
 
 void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
@@ -120,12 +129,7 @@ Checkpoint load_checkpoint(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot read checkpoint '" + path + "'");
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  c10::IValue root;
-  try {
-    root = torch::jit::pickle_load(bytes);
-  } catch (const std::exception& e) {
-    corrupt(path, std::string("cannot unpickle (") + e.what() + ")");
-  }
+  const c10::IValue root = unpickle_or_corrupt(bytes, path);
   if (!root.isGenericDict()) corrupt(path, "top level is not a dict");
   const Dict d = root.toGenericDict();
   c10::IValue format = get(d, "format", path);
@@ -172,12 +176,7 @@ std::vector<char> pickle_optimizer_state(const OptimizerStateDict& state) {
 
 OptimizerStateDict unpickle_optimizer_state(const std::vector<char>& bytes,
                                             const std::optional<c10::Device>& map_location) {
-  c10::IValue root;
-  try {
-    root = torch::jit::pickle_load(bytes);
-  } catch (const std::exception& e) {
-    corrupt(kStateBytes, std::string("cannot unpickle (") + e.what() + ")");
-  }
+  const c10::IValue root = unpickle_or_corrupt(bytes, kStateBytes);
   if (!root.isGenericDict()) corrupt(kStateBytes, "top level is not a dict");
   const Dict d = root.toGenericDict();
   OptimizerStateDict sd = optimizer_from_ivalue(get(d, "optimizer", kStateBytes), kStateBytes);

@@ -24,6 +24,20 @@ struct OptimizerStateDict {
   std::vector<Group> param_groups;
 };
 
+// optimizer.zero_grad(): drops each parameter's gradient (set_to_none) or zeroes it in place.
+inline void zero_grads(std::vector<at::Tensor>& params, bool set_to_none) {
+  for (at::Tensor& p : params) {
+    at::Tensor& grad = p.mutable_grad();
+    if (!grad.defined()) continue;
+    if (set_to_none) {
+      grad.reset();
+    } else {
+      grad = grad.detach();
+      grad.zero_();
+    }
+  }
+}
+
 class Optimizer {
  public:
   virtual ~Optimizer() = default;

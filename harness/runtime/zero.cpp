@@ -125,18 +125,7 @@ void ZeroRedundancyOptimizer::broadcast_parameters() {
   }
 }
 
-void ZeroRedundancyOptimizer::zero_grad(bool set_to_none) {
-  for (at::Tensor& p : params_) {
-    at::Tensor& grad = p.mutable_grad();
-    if (!grad.defined()) continue;
-    if (set_to_none) {
-      grad.reset();
-    } else {
-      grad = grad.detach();
-      grad.zero_();
-    }
-  }
-}
+void ZeroRedundancyOptimizer::zero_grad(bool set_to_none) { zero_grads(params_, set_to_none); }
 
 OptimizerStateDict ZeroRedundancyOptimizer::local_state_dict() const {
   OptimizerStateDict out;
@@ -239,8 +228,7 @@ OptimizerStateDict ZeroRedundancyOptimizer::receive_object(int src, Consolidatio
     const at::Tensor obj_size = sizes.select(0, 0);
     const at::Tensor end = at::add(obj_size, 0);                     // offset + obj_size
     const at::Tensor view = object_tensor.slice(0, 0, end.item<int64_t>());  // __index__
-    const at::Tensor offset = at::add(obj_size, 0);                  // offset += obj_size
-    (void)offset;
+    at::add(obj_size, 0);  // offset += obj_size: a launch; with one object nothing reads it
     // _tensor_to_object(obj_view, obj_size): tensor.cpu(), then bytes[:tensor_size] (__index__)
     const at::Tensor host = view.cpu();
     const int64_t n = obj_size.item<int64_t>();

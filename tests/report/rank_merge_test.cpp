@@ -1,0 +1,77 @@
+// merge_rank_results: what rank 0 makes of the ranks' results.
+#include <gtest/gtest.h>
+
+#include "harness/report/rank_merge.h"
+
+namespace harness {
+namespace {
+
+VariantResult variant(const std::string& name, double syncs, std::optional<double> launches,
+                      double median_ns) {
+  VariantResult v;
+  v.name = name;
+  v.ran = true;
+  v.measured_steps = 5;
+  v.per_step = {{"sync.count", syncs, "count", ""}, {"launch.count", launches, "count", ""}};
+  v.total = {{"sync.count", syncs * 5, "count", ""}};
+  v.phases["optimizer.step"] = {{"sync.count", syncs, "count", ""}};
+  v.launches_by_op = {{"aten::add_", 2}};
+  v.sync_sites = {{"optimizer.step", "broadcast", "collective wait", 3}};
+  v.timing = {{"step_time.median", median_ns, "ns", ""}};
+  return v;
+}
+
+ScenarioResult scenario(std::vector<VariantResult> variants) {
+  ScenarioResult s;
+  s.name = "zero_broadcast";
+  s.variants = std::move(variants);
+  return s;
+}
+
+TEST(RankMerge, SumsCountsKeepsSlowestTimingAndAddsPerRankVariants) {
+  const ScenarioResult merged = merge_rank_results(
+      {scenario({variant("a", 2, 10, 100)}), scenario({variant("a", 3, 10, 300)})});
+  ASSERT_EQ(merged.variants.size(), 3u);
+  const VariantResult& a = merged.variants[0];
+  EXPECT_EQ(a.name, "a");
+  EXPECT_EQ(a.axes.at("ranks"), "2");
+  EXPECT_EQ(*find_metric(a, "per_step.sync.count")->value, 5);
+  EXPECT_EQ(*find_metric(a, "total.sync.count")->value, 25);
+  EXPECT_EQ(*find_metric(a, "phase[optimizer.step].sync.count")->value, 5);
+  EXPECT_EQ(a.launches_by_op.at("aten::add_"), 4);
+  ASSERT_EQ(a.sync_sites.size(), 1u);
+  EXPECT_EQ(a.sync_sites[0].count, 6);
+  EXPECT_EQ(*find_metric(a, "timing.step_time.median")->value, 300);
+  EXPECT_EQ(*find_metric(a, "timing.slowest_rank")->value, 1);
+  EXPECT_EQ(merged.variants[1].name, "rank0/a");
+  EXPECT_EQ(merged.variants[2].name, "rank1/a");
+  EXPECT_EQ(merged.variants[2].axes.at("rank"), "1");
+  EXPECT_EQ(*find_metric(merged.variants[2], "per_step.sync.count")->value, 3);
+}
+
+TEST(RankMerge, NullOnAnyRankIsNullAndFailuresNameTheRank) {
+  VariantResult failed = variant("a", 1, 4, 1);
+  failed.ran = false;
+  failed.error = "boom";
+  failed.correctness = {true, false, "differs"};
+  VariantResult fine = variant("a", 1, std::nullopt, 1);
+  fine.correctness = {true, true, "equal"};
+  const ScenarioResult merged = merge_rank_results({scenario({fine}), scenario({failed})});
+  const VariantResult& a = merged.variants[0];
+  EXPECT_FALSE(find_metric(a, "per_step.launch.count")->value.has_value());
+  EXPECT_FALSE(a.ran);
+  EXPECT_EQ(a.error, "rank 1: boom");
+  EXPECT_TRUE(a.correctness.checked);
+  EXPECT_FALSE(a.correctness.passed);
+  EXPECT_NE(a.correctness.detail.find("rank 1: differs"), std::string::npos);
+}
+
+TEST(RankMerge, OneRankHasNoPerRankCopiesAndMissingVariantsThrow) {
+  EXPECT_EQ(merge_rank_results({scenario({variant("a", 1, 1, 1)})}).variants.size(), 1u);
+  EXPECT_THROW(merge_rank_results({scenario({variant("a", 1, 1, 1)}), scenario({})}),
+               std::runtime_error);
+  EXPECT_THROW(merge_rank_results({}), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace harness
