@@ -39,6 +39,9 @@ void define_flags(CLI::App& app, BenchOptions& o) {
                  "fails the run")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  app.add_flag("--instrument-overhead", o.run.instrument_overhead,
+               "Run every second measured step with the instrument off and report both step "
+               "times and their ratio (counts then cover the instrumented steps only)");
   app.add_flag("-l,--list", o.list, "List scenarios and their variants");
   app.add_flag("-q,--quiet", o.run.quiet, "No progress lines on stderr");
   app.set_version_flag("--version", std::string("bench ") + HARNESS_VERSION);

@@ -3,11 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <optional>
 
 namespace harness {
 
-StepWindow::StepWindow(Instrument& instrument, int64_t after_step)
-    : instrument_(instrument), after_step_(after_step) {
+StepWindow::StepWindow(Instrument& instrument, int64_t after_step, bool interleave_uninstrumented)
+    : instrument_(instrument), after_step_(after_step), interleave_(interleave_uninstrumented) {
   (void)instrument_.take();
 }
 
@@ -17,29 +18,54 @@ StepWindow::~StepWindow() {
 
 void StepWindow::on_train_step_start(runtime::Trainer&, int64_t step) {
   if (step <= after_step_) return;
-  instrument_.start();
-  counting_ = true;
+  instrument_.drain();  // what came before the step is not the step's time
+  counting_ = !interleave_ || window_steps_ % 2 == 0;
+  if (counting_) instrument_.start();
+  in_step_ = true;
   started_ = std::chrono::steady_clock::now();
 }
 
 void StepWindow::on_train_step_end(runtime::Trainer&, int64_t) {
-  if (!counting_) return;
-  const auto elapsed = std::chrono::steady_clock::now() - started_;
-  instrument_.stop();
+  if (!in_step_) return;
+  instrument_.drain();
+  const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::steady_clock::now() - started_)
+                         .count();
+  if (counting_) instrument_.stop();
+  (counting_ ? step_ns_ : uninstrumented_step_ns_).push_back(ns);
   counting_ = false;
-  step_ns_.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+  in_step_ = false;
+  ++window_steps_;
 }
 
 void StepWindow::finish(VariantResult& result) {
   fill_counts(result, instrument_.take(), steps(), instrument_.measures_launches(),
               instrument_.available());
   result.timing = step_time_statistics(step_ns_);
+  if (!interleave_) return;
+  for (Measurement& m : step_time_statistics(uninstrumented_step_ns_, "step_time_uninstrumented")) {
+    result.timing.push_back(std::move(m));
+  }
+  const auto median_of = [&](const std::string& name) -> std::optional<double> {
+    for (const Measurement& m : result.timing) {
+      if (m.name == name) return m.value;
+    }
+    return std::nullopt;
+  };
+  const std::optional<double> with = median_of("step_time.median");
+  const std::optional<double> without = median_of("step_time_uninstrumented.median");
+  Measurement ratio{"instrument_overhead.median_ratio", std::nullopt, "ratio",
+                    "median instrumented step time / median uninstrumented step time (same run)"};
+  if (with && without && *without > 0) ratio.value = *with / *without;
+  result.timing.push_back(std::move(ratio));
 }
 
-std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns) {
+std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns,
+                                              const std::string& prefix) {
   std::vector<Measurement> out;
   const double n = static_cast<double>(ns.size());
-  out.push_back({"step_time.count", n, "count", "measured steps timed"});
+  const std::string p = prefix + ".";
+  out.push_back({p + "count", n, "count", "measured steps timed"});
   if (ns.empty()) return out;
   std::vector<int64_t> sorted = ns;
   std::sort(sorted.begin(), sorted.end());
@@ -50,11 +76,11 @@ std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns) {
   double var = 0;
   for (int64_t x : sorted) var += (static_cast<double>(x) - mean) * (static_cast<double>(x) - mean);
   const double stddev = sorted.size() > 1 ? std::sqrt(var / (n - 1)) : 0.0;
-  out.push_back({"step_time.mean", mean, "ns", "mean wall time of a measured step"});
-  out.push_back({"step_time.median", median, "ns", "median wall time of a measured step"});
-  out.push_back({"step_time.min", static_cast<double>(sorted.front()), "ns", "fastest step"});
-  out.push_back({"step_time.max", static_cast<double>(sorted.back()), "ns", "slowest step"});
-  out.push_back({"step_time.stddev", stddev, "ns", "sample standard deviation of step time"});
+  out.push_back({p + "mean", mean, "ns", "mean wall time of a measured step"});
+  out.push_back({p + "median", median, "ns", "median wall time of a measured step"});
+  out.push_back({p + "min", static_cast<double>(sorted.front()), "ns", "fastest step"});
+  out.push_back({p + "max", static_cast<double>(sorted.back()), "ns", "slowest step"});
+  out.push_back({p + "stddev", stddev, "ns", "sample standard deviation of step time"});
   return out;
 }
 

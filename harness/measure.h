@@ -2,8 +2,15 @@
 // StepWindow: the measured window of a training run. A TrainerCallback that switches the
 // instrument on for steps after `after_step` and times each of them; finish() turns what it saw
 // into the counts and timings of a VariantResult.
+//
+// A step's time runs from a drained device to a drained device (Instrument::drain), so on a GPU
+// it covers the step's device work. With `interleave_uninstrumented` (bench
+// --instrument-overhead) every second step of the window runs with the instrument off: those
+// steps are timed only, and the report gets their times beside the instrumented ones and the
+// ratio of the medians -- the instrument's overhead, measured in the same run.
 #include <chrono>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "harness/instrument/instrument.h"
@@ -15,7 +22,7 @@ namespace harness {
 class StepWindow final : public runtime::TrainerCallback {
  public:
   // Starts from zero counts: whatever the instrument still holds is dropped.
-  StepWindow(Instrument& instrument, int64_t after_step);
+  StepWindow(Instrument& instrument, int64_t after_step, bool interleave_uninstrumented = false);
   // A step that threw leaves the instrument on: switch it off.
   ~StepWindow() override;
   StepWindow(const StepWindow&) = delete;
@@ -24,20 +31,28 @@ class StepWindow final : public runtime::TrainerCallback {
   void on_train_step_start(runtime::Trainer&, int64_t step) override;
   void on_train_step_end(runtime::Trainer&, int64_t step) override;
 
+  // Instrumented steps seen so far (the steps the counts cover).
   int64_t steps() const { return static_cast<int64_t>(step_ns_.size()); }
+  // Every step of the window, instrumented or not.
+  int64_t window_steps() const { return window_steps_; }
   // Fills measured_steps, per_step, total, phases, launches_by_op, sync_sites and timing.
   void finish(VariantResult& result);
 
  private:
   Instrument& instrument_;
   int64_t after_step_;
+  bool interleave_;
+  bool in_step_ = false;
   bool counting_ = false;
+  int64_t window_steps_ = 0;
   std::chrono::steady_clock::time_point started_;
-  std::vector<int64_t> step_ns_;
+  std::vector<int64_t> step_ns_;                 // instrumented steps
+  std::vector<int64_t> uninstrumented_step_ns_;  // with interleave_uninstrumented
 };
 
-// count, mean, median, min, max, stddev of step times, in ns ("step_time.<stat>").
-std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns);
+// count, mean, median, min, max, stddev of step times, in ns ("<prefix>.<stat>").
+std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns,
+                                              const std::string& prefix = "step_time");
 
 // Counts of a window as measurements; launch counts become null when not measured.
 void fill_counts(VariantResult& result, const Counts& counts, int64_t steps,

@@ -25,6 +25,9 @@ struct RunOptions {
   std::vector<std::string> variant_filters;  // globs; empty: every variant
   int64_t steps = 0;                         // measured steps; 0: the preset's
   bool quiet = false;                        // no progress lines
+  // Every second measured step runs with the instrument off, to time the instrument's overhead
+  // in the same run (see StepWindow).
+  bool instrument_overhead = false;
 };
 
 // Progress lines on stderr for runs that take a while.

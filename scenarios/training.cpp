@@ -19,7 +19,7 @@ std::vector<at::Tensor> train_and_measure(RunContext& ctx, const TrainingPreset&
   runtime::SyntheticRegressionData data(preset.data(ctx.device.kind));
   runtime::SingleDeviceStrategy strategy(ctx.device.device(0), policy);
   runtime::Trainer trainer(strategy, data, {2 * preset.steps_before, 2});
-  StepWindow window(ctx.instrument, preset.steps_before);
+  StepWindow window(ctx.instrument, preset.steps_before, ctx.options.instrument_overhead);
   trainer.add_callback(&window);
   std::optional<runtime::CheckpointCallback> checkpoint;
   if (checkpoint_dir) {
@@ -28,8 +28,8 @@ std::vector<at::Tensor> train_and_measure(RunContext& ctx, const TrainingPreset&
     trainer.add_callback(&*checkpoint);
   }
   trainer.fit(model, resume_from);
-  if (window.steps() != preset.steps_before) {
-    throw std::runtime_error("measured " + std::to_string(window.steps()) + " steps, expected " +
+  if (window.window_steps() != preset.steps_before) {
+    throw std::runtime_error("the window saw " + std::to_string(window.window_steps()) + " steps, expected " +
                              std::to_string(preset.steps_before));
   }
   window.finish(result);

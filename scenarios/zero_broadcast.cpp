@@ -128,7 +128,7 @@ class ZeroBroadcast final : public Scenario {
     ShardedRun run(ctx, preset, ParamBroadcast::PerParameter, preset.steps_before);
     run.trainer.fit(run.model);  // N warm-up steps: every shard has Adam state
     runtime::ZeroRedundancyOptimizer& zero = run.zero();
-    StepWindow window(ctx.instrument, run.trainer.global_step());
+    StepWindow window(ctx.instrument, run.trainer.global_step(), ctx.options.instrument_overhead);
     for (int64_t i = 0; i < preset.steps_before; ++i) {
       window.on_train_step_start(run.trainer, run.trainer.global_step() + 1);
       {
@@ -178,11 +178,11 @@ class ZeroBroadcast final : public Scenario {
                                   ParamBroadcast mode, const std::string& name,
                                   VariantResult& r) {
     ShardedRun run(ctx, preset, mode, 2 * preset.steps_before);
-    StepWindow window(ctx.instrument, preset.steps_before);
+    StepWindow window(ctx.instrument, preset.steps_before, ctx.options.instrument_overhead);
     run.trainer.add_callback(&window);
     run.trainer.fit(run.model);
-    if (window.steps() != preset.steps_before) {
-      throw std::runtime_error("measured " + std::to_string(window.steps()) + " steps, expected " +
+    if (window.window_steps() != preset.steps_before) {
+      throw std::runtime_error("the window saw " + std::to_string(window.window_steps()) + " steps, expected " +
                                std::to_string(preset.steps_before));
     }
     window.finish(r);

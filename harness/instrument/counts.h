@@ -69,6 +69,9 @@ struct Counts {
 
 // The phase name used for events that happen outside every phase.
 inline constexpr const char* kNoPhase = "(none)";
+// The phase of what the harness itself does inside a measured window (waiting for the device at
+// the end of a step, so that the step's time covers its device work): never counted.
+inline constexpr const char* kUncountedPhase = "harness.uncounted";
 
 // Turns counts into self-describing measurements (names such as "d2h.count", "sync.count").
 // `divisor` divides every value (the number of measured steps for per-step figures).

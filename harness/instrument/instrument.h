@@ -3,7 +3,8 @@
 //   sim  -> DispatcherInstrument: the sim backend reports each op, copy and sync as it happens.
 //   cpu  -> DispatcherInstrument as well: nothing crosses a host-device boundary, so copies and
 //           syncs are truly zero; launches are not measured (reported as null).
-//   cuda -> CUPTI (not in this build yet): reported as unavailable, never as zeros.
+//   cuda -> CUPTI (cupti/cupti_collector.h) where the build has it; where CUPTI cannot run it is
+//           reported as unavailable or degraded, never as zeros.
 #include <memory>
 #include <optional>
 #include <string>
@@ -26,6 +27,10 @@ class Instrument {
 
   // Also put the events it sees on this timeline (nullptr: off).
   virtual void attach_trace(TraceRecorder* trace) { (void)trace; }
+
+  // Waits until the device has finished the work issued so far, without counting the wait, so
+  // that a step's time covers its device work (a no-op where the host already waited: sim, cpu).
+  virtual void drain() {}
 
   // Count events between start() and stop(); counts accumulate until take().
   virtual void start() = 0;

@@ -45,6 +45,12 @@ void TraceRecorder::add_instant(std::string_view track, std::string_view name,
        std::move(args)});
 }
 
+void TraceRecorder::add_flow(std::string_view name, uint64_t id, std::string_view from_track,
+                             int64_t from_ns, std::string_view to_track, int64_t to_ns) noexcept {
+  add({'s', std::string(from_track), std::string(name), "flow", from_ns, 0, {}, id});
+  add({'f', std::string(to_track), std::string(name), "flow", to_ns, 0, {}, id});
+}
+
 void TraceRecorder::section_begin(const std::string& name) noexcept {
   add({'B', "variants", name, "variant", trace_clock_ns(), 0, {}});
 }
@@ -84,6 +90,8 @@ std::string TraceRecorder::to_json(
                         {"tid", tid_of(e.track)}};
     if (e.phase == 'X') j["dur"] = static_cast<double>(e.dur_ns) / 1000.0;
     if (e.phase == 'i') j["s"] = "t";
+    if (e.phase == 's' || e.phase == 'f') j["id"] = e.flow_id;
+    if (e.phase == 'f') j["bp"] = "e";  // binds to the slice that encloses it
     if (!e.args.empty()) {
       nlohmann::json args = nlohmann::json::object();
       for (const auto& [k, v] : e.args) args[k] = v;

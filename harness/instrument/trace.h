@@ -2,7 +2,8 @@
 // TraceRecorder: a timeline of the run, written as Chrome trace-event JSON (loads in Perfetto UI
 // and chrome://tracing). It records phases (as a PhaseListener), variant sections, and the device
 // events the instrument sees in measured windows: ops (spans), copies (spans with bytes), syncs
-// (instants). Names are escaped by the JSON library, never by hand.
+// (instants); on CUDA also kernels on their streams and flow arrows from each launch call to what
+// it launched. Names are escaped by the JSON library, never by hand.
 #include <cstdint>
 #include <mutex>
 #include <string>
@@ -30,6 +31,10 @@ class TraceRecorder final : public PhaseListener {
                 std::vector<std::pair<std::string, std::string>> args = {}) noexcept;
   void add_instant(std::string_view track, std::string_view name, std::string_view category,
                    int64_t at_ns, std::vector<std::pair<std::string, std::string>> args = {}) noexcept;
+  // A flow arrow (Chrome flow events 's' and 'f') from the slice that encloses `from_ns` on
+  // `from_track` to the slice that encloses `to_ns` on `to_track`; `id` is unique in the trace.
+  void add_flow(std::string_view name, uint64_t id, std::string_view from_track, int64_t from_ns,
+                std::string_view to_track, int64_t to_ns) noexcept;
   // Brackets one variant of one scenario on the "variants" track.
   void section_begin(const std::string& name) noexcept;
   void section_end(const std::string& name) noexcept;
@@ -40,10 +45,11 @@ class TraceRecorder final : public PhaseListener {
 
  private:
   struct Event {
-    char phase;  // 'B', 'E', 'X', 'i'
+    char phase;  // 'B', 'E', 'X', 'i', 's', 'f'
     std::string track, name, category;
     int64_t ts_ns, dur_ns;
     std::vector<std::pair<std::string, std::string>> args;
+    uint64_t flow_id = 0;  // 's' and 'f' only
   };
   void add(Event event) noexcept;
 

@@ -186,6 +186,31 @@ class Trace(unittest.TestCase):
         self.assertIn("resume_adam resume_move_all/foreach", sections)
 
 
+class InstrumentOverhead(unittest.TestCase):
+    """--instrument-overhead: every second step uninstrumented, same counts per step."""
+
+    def run_bench(self, *extra):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "r.json")
+            r = bench("--scenario", "resume_adam", "--device", "sim", "--variant", "resume_move_all/foreach",
+                      "--quiet", "--out", path, *extra)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(path) as f:
+                return json.load(f)["scenarios"][0]["variants"][0]
+
+    def test_counts_per_step_unchanged_and_both_step_times_reported(self):
+        plain = self.run_bench("--steps", "3")
+        mixed = self.run_bench("--steps", "6", "--instrument-overhead")
+        self.assertEqual(mixed["measured_steps"], 3)
+        for metric in ("launch.count", "h2d.count", "d2h.count", "sync.count"):
+            self.assertEqual(per_step(mixed, metric), per_step(plain, metric), metric)
+        timing = mixed["timing"]
+        self.assertEqual(timing["step_time.count"], 3)
+        self.assertEqual(timing["step_time_uninstrumented.count"], 3)
+        self.assertGreater(timing["instrument_overhead.median_ratio"], 0)
+        self.assertNotIn("step_time_uninstrumented.count", plain["timing"])
+
+
 class GateFailures(unittest.TestCase):
     def test_violated_rule_exits_1_and_names_it(self):
         with tempfile.TemporaryDirectory() as tmp:

@@ -1,7 +1,13 @@
 // The CUPTI instrument's counting, fed synthetic activity records (no GPU needed).
 #include <gtest/gtest.h>
 
+#include <cupti_runtime_cbid.h>
+#include <nlohmann/json.hpp>
+
+#include <map>
+
 #include "harness/instrument/cupti/cupti_aggregator.h"
+#include "harness/instrument/trace.h"
 
 namespace harness::cupti {
 namespace {
@@ -20,12 +26,28 @@ void correlate(CuptiAggregator& a, uint32_t correlation, const std::string& phas
   feed(a, e);
 }
 
-void kernel(CuptiAggregator& a, uint32_t correlation, const char* name) {
+void kernel(CuptiAggregator& a, uint32_t correlation, const char* name, uint64_t start = 0,
+            uint64_t end = 0, uint32_t stream = 7) {
   CUpti_ActivityKernel10 k{};
   k.kind = CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL;
   k.correlationId = correlation;
   k.name = name;
+  k.start = start;
+  k.end = end;
+  k.streamId = stream;
   feed(a, k);
+}
+
+void api_call(CuptiAggregator& a, uint32_t correlation, uint64_t start, uint64_t end,
+              uint32_t thread, uint32_t cbid = CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000) {
+  CUpti_ActivityAPI r{};
+  r.kind = CUPTI_ACTIVITY_KIND_RUNTIME;
+  r.cbid = cbid;
+  r.correlationId = correlation;
+  r.start = start;
+  r.end = end;
+  r.threadId = thread;
+  feed(a, r);
 }
 
 void memcpy_record(CuptiAggregator& a, uint32_t correlation, uint8_t kind, uint8_t src,
@@ -113,6 +135,117 @@ TEST(CuptiAggregator, MemsetsAreCountedApartFromLaunches) {
   const PhaseCounts c = a.resolve().total();
   EXPECT_EQ(c.memsets, 1);
   EXPECT_EQ(c.launches, 0);
+}
+
+// Calls from a thread that never saw the phase's external correlation id (the autograd engine's
+// device thread during backward) are placed by when they started.
+TEST(CuptiAggregator, CallsFromOtherThreadsGoToThePhaseOpenWhenTheyStarted) {
+  CuptiAggregator a;
+  a.phase_began(a.phase_id("train.step"), 100);
+  a.phase_began(a.phase_id("train.backward"), 200);
+  a.phase_ended(300);
+  a.phase_ended(400);
+  kernel(a, 11, "backward_kernel");
+  api_call(a, 11, 250, 260, /*thread=*/2);
+  kernel(a, 12, "after_backward");
+  api_call(a, 12, 350, 360, 2);
+  kernel(a, 13, "outside");
+  api_call(a, 13, 450, 460, 2);
+  kernel(a, 14, "before_every_phase");
+  api_call(a, 14, 50, 60, 2);
+  const Counts c = a.resolve();
+  EXPECT_EQ(c.phases.at("train.backward").launches_by_op.at("backward_kernel"), 1);
+  EXPECT_EQ(c.phases.at("train.step").launches_by_op.at("after_backward"), 1);
+  EXPECT_EQ(c.phases.at(kNoPhase).launches, 2);
+}
+
+TEST(CuptiAggregator, ExternalCorrelationWinsOverTime) {
+  CuptiAggregator a;
+  a.phase_began(a.phase_id("optimizer.step"), 100);
+  kernel(a, 21, "k");
+  api_call(a, 21, 150, 160, 1);
+  correlate(a, 21, "train.forward");
+  EXPECT_EQ(a.resolve().phases.at("train.forward").launches, 1);
+}
+
+TEST(CuptiAggregator, TheHarnessOwnWaitIsNotCounted) {
+  CuptiAggregator a;
+  correlate(a, 31, kUncountedPhase);
+  sync_record(a, 31, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE);
+  correlate(a, 32, "optimizer.step");
+  sync_record(a, 32, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE);
+  const Counts c = a.resolve();
+  EXPECT_EQ(c.total().syncs, 1);
+  EXPECT_EQ(c.phases.count(kUncountedPhase), 0u);
+}
+
+TEST(CuptiAggregator, KernelNamesAreDemangled) {
+  CuptiAggregator a;
+  kernel(a, 41, "_ZN2at6native12_GLOBAL__N_118multi_tensor_applyEv");
+  kernel(a, 42, "plain_c_kernel");
+  const PhaseCounts c = a.resolve().total();
+  EXPECT_EQ(c.launches_by_op.count("at::native::(anonymous namespace)::multi_tensor_apply()"), 1u);
+  EXPECT_EQ(c.launches_by_op.count("plain_c_kernel"), 1u);
+}
+
+// The trace: kernels on their stream's track, the launch call on its thread's track, an arrow
+// from one to the other; syncs on the syncs track; names escaped.
+TEST(CuptiAggregator, TraceHasKernelsCallsAndLaunchFlows) {
+  TraceRecorder trace;
+  CuptiAggregator a;
+  a.set_trace(&trace, [](bool driver, uint32_t cbid) {
+    return std::string(driver ? "drv" : "cudaLaunch\\\"Kernel\"") + std::to_string(cbid);
+  });
+  const int64_t t0 = trace_clock_ns();
+  const uint64_t base = static_cast<uint64_t>(t0);
+  a.phase_began(a.phase_id("train.forward"), t0);
+  api_call(a, 51, base + 1000, base + 3000, /*thread=*/9);
+  kernel(a, 51, "gemm", base + 5000, base + 9000, /*stream=*/7);
+  kernel(a, 51, "gemm_epilogue", base + 9000, base + 9500, 7);  // one call, two kernels
+  api_call(a, 52, base + 10000, base + 20000, 9,
+           CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020);
+  sync_record(a, 52, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE);
+  const Counts c = a.resolve();
+  EXPECT_EQ(c.phases.at("train.forward").launches, 2);
+  EXPECT_EQ(c.phases.at("train.forward").syncs, 1);
+
+  const nlohmann::json doc = nlohmann::json::parse(trace.to_json());
+  std::map<int, std::string> tracks;
+  std::vector<nlohmann::json> spans, starts, finishes;
+  for (const auto& e : doc.at("traceEvents")) {
+    const std::string ph = e.at("ph");
+    if (ph == "M" && e.at("name") == "thread_name") tracks[e.at("tid")] = e.at("args").at("name");
+    if (ph == "X") spans.push_back(e);
+    if (ph == "s") starts.push_back(e);
+    if (ph == "f") finishes.push_back(e);
+  }
+  int kernels = 0, calls = 0;
+  for (const auto& e : spans) {
+    const std::string track = tracks.at(e.at("tid"));
+    if (track == "gpu 0 stream 7") {
+      ++kernels;
+      EXPECT_EQ(e.at("args").at("phase"), "train.forward");
+    }
+    if (track == "cuda api thread 9") {
+      ++calls;
+      EXPECT_EQ(e.at("name"), std::string("cudaLaunch\\\"Kernel\"") +
+                                  std::to_string(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
+      EXPECT_NEAR(e.at("dur").get<double>(), 2.0, 1e-6);  // microseconds
+    }
+  }
+  EXPECT_EQ(kernels, 2);
+  EXPECT_EQ(calls, 1);  // the call is drawn once, with an arrow to each of its kernels
+  ASSERT_EQ(starts.size(), 2u);
+  ASSERT_EQ(finishes.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(starts[i].at("id"), finishes[i].at("id"));
+    EXPECT_EQ(tracks.at(starts[i].at("tid")), "cuda api thread 9");
+    EXPECT_EQ(tracks.at(finishes[i].at("tid")), "gpu 0 stream 7");
+    EXPECT_EQ(finishes[i].at("bp"), "e");
+  }
+  EXPECT_NE(starts[0].at("id"), starts[1].at("id"));
+  // Launch at +1 us, kernel at +5 us: the arrow spans 4 us on the trace's clock.
+  EXPECT_NEAR(finishes[0].at("ts").get<double>() - starts[0].at("ts").get<double>(), 4.0, 1e-6);
 }
 
 TEST(CuptiAggregator, PhaseIdsAreStableAndNeverZero) {

@@ -102,5 +102,36 @@ TEST(StepWindow, CountsOnlyStepsAfterTheResumePointAndSwitchesOffWhenAStepThrows
   EXPECT_FALSE(events::collecting());
 }
 
+TEST(StepWindow, InstrumentOverheadModeCountsEverySecondStepAndTimesTheOthers) {
+  sim::initialize();
+  auto instrument = make_instrument(runtime::DeviceKind::Sim);
+  runtime::MlpRegression m({{8, 4}, 1}, {});
+  runtime::SyntheticRegressionData data({16, 8, 4, 5, true});
+  runtime::SingleDeviceStrategy s(sim::device(0), runtime::RestorePolicy::Rebuild);
+  runtime::Trainer t(s, data, {6, 2});
+  StepWindow window(*instrument, 1, /*interleave_uninstrumented=*/true);
+  t.add_callback(&window);
+  t.fit(m);
+  EXPECT_EQ(window.steps(), 3);  // steps 2, 4, 6 counted; 3 and 5 timed only
+  VariantResult r;
+  window.finish(r);
+  EXPECT_EQ(r.measured_steps, 3);
+  EXPECT_EQ(find_metric(r, "per_step.h2d.count")->value, 2.0);  // the same per step as always
+  EXPECT_EQ(find_metric(r, "total.h2d.count")->value, 6.0);
+  auto timing = [&](const std::string& name) -> std::optional<double> {
+    for (const Measurement& mm : r.timing) {
+      if (mm.name == name) return mm.value;
+    }
+    ADD_FAILURE() << "no timing " << name;
+    return std::nullopt;
+  };
+  EXPECT_EQ(timing("step_time.count"), 3.0);
+  EXPECT_EQ(timing("step_time_uninstrumented.count"), 2.0);
+  const std::optional<double> ratio = timing("instrument_overhead.median_ratio");
+  ASSERT_TRUE(ratio.has_value());
+  EXPECT_GT(*ratio, 0.0);
+  EXPECT_FALSE(events::collecting());
+}
+
 }  // namespace
 }  // namespace harness

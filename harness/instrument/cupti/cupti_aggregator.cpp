@@ -1,9 +1,36 @@
 #include "harness/instrument/cupti/cupti_aggregator.h"
 
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+
+#include "harness/instrument/trace.h"
+
 namespace harness::cupti {
 namespace {
 
 bool host_kind_pinned(uint8_t kind) { return kind == CUPTI_ACTIVITY_MEMORY_KIND_PINNED; }
+
+// Kernel names come mangled ("_ZN2at6native..."); reports and traces show them demangled.
+std::string demangled(const char* name) {
+  if (name == nullptr) return "(unnamed kernel)";
+  int status = 0;
+  std::unique_ptr<char, void (*)(void*)> out(abi::__cxa_demangle(name, nullptr, nullptr, &status),
+                                             std::free);
+  return status == 0 && out ? std::string(out.get()) : std::string(name);
+}
+
+const char* copy_name(CopyKind kind) {
+  switch (kind) {
+    case CopyKind::HostToDevice: return "memcpy HtoD";
+    case CopyKind::DeviceToHost: return "memcpy DtoH";
+    case CopyKind::DeviceToDevice: break;
+  }
+  return "memcpy DtoD";
+}
 
 }  // namespace
 
@@ -13,12 +40,32 @@ uint64_t CuptiAggregator::phase_id(const std::string& phase) {
   return it->second;
 }
 
+void CuptiAggregator::phase_began(uint64_t id, int64_t at_ns) {
+  open_phases_.push_back(id);
+  transitions_.push_back({at_ns, id});
+}
+
+void CuptiAggregator::phase_ended(int64_t at_ns) {
+  if (!open_phases_.empty()) open_phases_.pop_back();
+  transitions_.push_back({at_ns, open_phases_.empty() ? 0 : open_phases_.back()});
+}
+
+void CuptiAggregator::set_trace(TraceRecorder* trace, ApiNamer namer) {
+  trace_ = trace;
+  api_namer_ = std::move(namer);
+}
+
 void CuptiAggregator::consume(const CUpti_Activity* record) {
   switch (record->kind) {
     case CUPTI_ACTIVITY_KIND_KERNEL:
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
-      pending_.push_back({What::Kernel, k->correlationId, k->name ? k->name : "(unnamed kernel)"});
+      Pending p{What::Kernel, k->correlationId, demangled(k->name)};
+      p.start = k->start;
+      p.end = k->end;
+      p.device = k->deviceId;
+      p.stream = k->streamId;
+      pending_.push_back(std::move(p));
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -37,35 +84,55 @@ void CuptiAggregator::consume(const CUpti_Activity* record) {
         case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: p.copy_kind = CopyKind::DeviceToDevice; break;
         default: return;  // host-to-host and array copies are not part of the contract
       }
+      p.name = copy_name(p.copy_kind);
       p.cross_device = m->copyKind == CUPTI_ACTIVITY_MEMCPY_KIND_PTOP ||
                        (home_device_ >= 0 && static_cast<int>(m->deviceId) != home_device_);
       p.bytes = static_cast<int64_t>(m->bytes);
       p.copies = m->copyCount > 0 ? static_cast<int64_t>(m->copyCount) : 1;
+      p.start = m->start;
+      p.end = m->end;
+      p.device = m->deviceId;
+      p.stream = m->streamId;
       pending_.push_back(std::move(p));
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
-      pending_.push_back({What::Memset, m->correlationId, "memset"});
+      Pending p{What::Memset, m->correlationId, "memset"};
+      p.start = m->start;
+      p.end = m->end;
+      p.device = m->deviceId;
+      p.stream = m->streamId;
+      pending_.push_back(std::move(p));
       break;
     }
     case CUPTI_ACTIVITY_KIND_SYNCHRONIZATION: {
       const auto* s = reinterpret_cast<const CUpti_ActivitySynchronization2*>(record);
+      Pending p{What::Sync, s->correlationId, {}};
       switch (s->type) {
-        case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE:
-          pending_.push_back({What::Sync, s->correlationId, "stream synchronize"});
-          break;
-        case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE:
-          pending_.push_back({What::Sync, s->correlationId, "context synchronize"});
-          break;
-        case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE:
-          pending_.push_back({What::Sync, s->correlationId, "event synchronize"});
-          break;
+        case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE: p.name = "stream synchronize"; break;
+        case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE: p.name = "context synchronize"; break;
+        case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE: p.name = "event synchronize"; break;
         case CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT:
-          pending_.push_back({What::StreamWait, s->correlationId, "stream wait event"});
+          p.what = What::StreamWait;
+          p.name = "stream wait event";
           break;
-        default: break;  // queries and unknown types are not syncs
+        default: return;  // queries and unknown types are not syncs
       }
+      p.start = s->start;
+      p.end = s->end;
+      p.stream = s->streamId;
+      pending_.push_back(std::move(p));
+      break;
+    }
+    case CUPTI_ACTIVITY_KIND_RUNTIME:
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const auto* a = reinterpret_cast<const CUpti_ActivityAPI*>(record);
+      // A runtime call and the driver call inside it may share a correlationId: keep the outer.
+      const bool driver = record->kind == CUPTI_ACTIVITY_KIND_DRIVER;
+      auto [it, added] = api_calls_.try_emplace(a->correlationId,
+                                                ApiCall{driver, a->cbid, a->start, a->end, a->threadId});
+      if (!added && it->second.driver && !driver) it->second = {driver, a->cbid, a->start, a->end, a->threadId};
       break;
     }
     case CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION: {
@@ -79,13 +146,64 @@ void CuptiAggregator::consume(const CUpti_Activity* record) {
   }
 }
 
+uint64_t CuptiAggregator::phase_of(const Pending& p) const {
+  if (auto ext = external_of_.find(p.correlation); ext != external_of_.end()) {
+    return ext->second < names_.size() ? ext->second : 0;
+  }
+  auto call = api_calls_.find(p.correlation);
+  if (call == api_calls_.end() || call->second.start == 0) return 0;
+  const int64_t at = static_cast<int64_t>(call->second.start) + clock_offset_ns_;
+  auto after = std::upper_bound(transitions_.begin(), transitions_.end(), at,
+                                [](int64_t t, const Transition& x) { return t < x.at_ns; });
+  return after == transitions_.begin() ? 0 : std::prev(after)->innermost;
+}
+
+void CuptiAggregator::trace_record(const Pending& p, const std::string& phase,
+                                   std::unordered_set<uint32_t>& calls_traced) {
+  if (p.start == 0 && p.end == 0) return;  // CUPTI could not time it
+  const int64_t start = static_cast<int64_t>(p.start) + clock_offset_ns_;
+  const int64_t end = static_cast<int64_t>(std::max(p.end, p.start)) + clock_offset_ns_;
+  if (p.what == What::Sync) {
+    trace_->add_span("syncs", p.name, "sync", start, end,
+                     {{"phase", phase}, {"stream", std::to_string(p.stream)}});
+    return;
+  }
+  const std::string track = p.what == What::StreamWait
+                                ? "syncs"
+                                : "gpu " + std::to_string(p.device) + " stream " +
+                                      std::to_string(p.stream);
+  std::vector<std::pair<std::string, std::string>> args = {{"phase", phase},
+                                                           {"correlation", std::to_string(p.correlation)}};
+  if (p.what == What::Memcpy) {
+    args.emplace_back("bytes", std::to_string(p.bytes));
+    args.emplace_back("host memory", p.host_pinned ? "pinned" : "pageable");
+  }
+  const char* category = p.what == What::Kernel ? "kernel" : p.what == What::Memcpy ? "memcpy" : "gpu";
+  trace_->add_span(track, p.name, category, start, end, std::move(args));
+  auto call = api_calls_.find(p.correlation);
+  if (call == api_calls_.end() || call->second.start == 0) return;
+  const ApiCall& c = call->second;
+  const std::string api_track = "cuda api thread " + std::to_string(c.thread);
+  const int64_t call_start = static_cast<int64_t>(c.start) + clock_offset_ns_;
+  if (calls_traced.insert(p.correlation).second) {
+    const std::string name = api_namer_ ? api_namer_(c.driver, c.cbid)
+                                        : (c.driver ? "driver cbid " : "runtime cbid ") + std::to_string(c.cbid);
+    trace_->add_span(api_track, name, "cuda api", call_start,
+                     static_cast<int64_t>(std::max(c.end, c.start)) + clock_offset_ns_,
+                     {{"phase", phase}, {"correlation", std::to_string(p.correlation)}});
+  }
+  trace_->add_flow("launch", next_flow_id_++, api_track, call_start, track, start);
+}
+
 Counts CuptiAggregator::resolve() {
   Counts counts;
+  std::unordered_set<uint32_t> calls_traced;
+  const uint64_t uncounted = phase_id(kUncountedPhase);
   for (const Pending& p : pending_) {
-    auto ext = external_of_.find(p.correlation);
-    const std::string& phase = ext != external_of_.end() && ext->second < names_.size()
-                                   ? names_[ext->second]
-                                   : names_[0];
+    const uint64_t id = phase_of(p);
+    if (id == uncounted) continue;
+    const std::string& phase = names_[id];
+    if (trace_) trace_record(p, phase, calls_traced);
     PhaseCounts& c = counts.phases[phase];
     switch (p.what) {
       case What::Kernel:
@@ -113,6 +231,9 @@ Counts CuptiAggregator::resolve() {
   }
   pending_.clear();
   external_of_.clear();
+  api_calls_.clear();
+  // Later records start after now: keep only the boundary that says what is open now.
+  transitions_ = {{INT64_MIN, open_phases_.empty() ? 0 : open_phases_.back()}};
   return counts;
 }
 

@@ -1,33 +1,57 @@
 #pragma once
-// CuptiAggregator: turns CUPTI activity records into Counts, by harness phase.
+// CuptiAggregator: turns CUPTI activity records into Counts, by harness phase, and (when a trace
+// is attached) into trace events: kernels, memcpys and memsets on their streams, syncs, the API
+// calls that caused them, and a flow arrow from each call to its device work.
 //
-// Phases reach CUPTI as external correlation ids (kind CUSTOM0): the collector pushes the id of
-// a phase when it opens and pops it when it closes, and CUPTI emits an EXTERNAL_CORRELATION record
-// linking each API call's correlationId to the id that was on top. Device records (kernels,
-// memcpys, memsets, synchronizations) carry the correlationId of the call that caused them, and
-// records arrive in any order, so the aggregator buffers them until resolve(). Kept apart from the
+// Which phase a record belongs to: device records (kernels, memcpys, memsets, synchronizations)
+// carry the correlationId of the API call that caused them.
+//   1. The collector pushes an external correlation id (kind CUSTOM0) per phase; CUPTI then emits
+//      an EXTERNAL_CORRELATION record linking the call to the phase that was on top. Exact, but
+//      CUPTI keeps that stack per thread: only calls from the thread that opens phases get one.
+//   2. Calls from other threads (the autograd engine runs CUDA backward ops on its own device
+//      thread) are placed by time: the phase innermost when the call started, from the phase
+//      boundaries the collector reports (phases are process-wide, see phase.h).
+// Records arrive in any order, so everything is buffered until resolve(). Kept apart from the
 // live collector (cupti_collector.cpp) so that unit tests can feed it synthetic records.
 #include <cupti_activity.h>
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "harness/instrument/counts.h"
 
+namespace harness {
+class TraceRecorder;
+}
+
 namespace harness::cupti {
+
+// The name of a runtime (driver == false) or driver API function, for the trace.
+using ApiNamer = std::function<std::string(bool driver, uint32_t cbid)>;
 
 class CuptiAggregator {
  public:
   // The external id of a phase name (stable for the process); 0 is never used.
   uint64_t phase_id(const std::string& phase);
+  // Phase boundaries, on the trace clock (trace_clock_ns()).
+  void phase_began(uint64_t id, int64_t at_ns);
+  void phase_ended(int64_t at_ns);
 
-  // Takes one activity record of any kind; kinds it does not count are ignored.
+  // Takes one activity record of any kind; kinds it does not use are ignored.
   void consume(const CUpti_Activity* record);
   void add_dropped(uint64_t records) { dropped_ += records; }
 
+  // CUPTI timestamp + offset = trace clock (0 when CUPTI already uses the trace clock).
+  void set_clock_offset(int64_t ns) { clock_offset_ns_ = ns; }
+  // Also put resolved records on this timeline (nullptr: counts only).
+  void set_trace(TraceRecorder* trace, ApiNamer namer);
+
   // Attributes the buffered records to phases and returns their counts; clears the buffer.
+  // Records in kUncountedPhase are dropped.
   Counts resolve();
   uint64_t dropped() const { return dropped_; }
   // The GPU this process (rank) owns: a memcpy on another device is cross-device; -1: none, and
@@ -45,14 +69,37 @@ class CuptiAggregator {
     int64_t copies = 1;      // copyCount of a memcpy record (batched copies)
     bool host_pinned = false;
     bool cross_device = false;
+    uint64_t start = 0, end = 0;  // CUPTI timestamps
+    uint32_t device = 0, stream = 0;
   };
+  struct ApiCall {
+    bool driver;
+    uint32_t cbid;
+    uint64_t start, end;
+    uint32_t thread;
+  };
+  struct Transition {
+    int64_t at_ns;
+    uint64_t innermost;  // phase id after the boundary (0: none)
+  };
+
+  uint64_t phase_of(const Pending& p) const;
+  void trace_record(const Pending& p, const std::string& phase,
+                    std::unordered_set<uint32_t>& calls_traced);
 
   std::vector<Pending> pending_;
   std::unordered_map<uint32_t, uint64_t> external_of_;  // correlationId -> external id
+  std::unordered_map<uint32_t, ApiCall> api_calls_;     // correlationId -> the call
   std::unordered_map<std::string, uint64_t> ids_;
   std::vector<std::string> names_ = {kNoPhase};  // external id -> phase name
+  std::vector<uint64_t> open_phases_;            // the phase stack, as ids
+  std::vector<Transition> transitions_;          // sorted by time
   uint64_t dropped_ = 0;
   int home_device_ = -1;
+  int64_t clock_offset_ns_ = 0;
+  TraceRecorder* trace_ = nullptr;
+  uint64_t next_flow_id_ = 1;
+  ApiNamer api_namer_;
 };
 
 }  // namespace harness::cupti

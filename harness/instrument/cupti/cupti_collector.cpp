@@ -2,15 +2,20 @@
 // What the records mean is decided in cupti_aggregator.cpp.
 #include "harness/instrument/cupti/cupti_collector.h"
 
+#include <c10/core/DeviceType.h>
+#include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <cupti.h>
 
 #include <cstdlib>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "harness/instrument/collector.h"
 #include "harness/instrument/cupti/cupti_aggregator.h"
 #include "harness/instrument/phase.h"
+#include "harness/instrument/trace.h"
 
 namespace harness::cupti {
 namespace {
@@ -70,6 +75,45 @@ void CUPTIAPI buffer_completed(CUcontext context, uint32_t stream, uint8_t* buff
 
 void CUPTIAPI on_callback(void*, CUpti_CallbackDomain, CUpti_CallbackId, const void*) {}
 
+// CUPTI stamps its records with the trace's clock, so records, phases and the trace share one
+// time base (phases are placed on other threads' calls by time, see cupti_aggregator.h).
+uint64_t CUPTIAPI trace_timestamp() { return static_cast<uint64_t>(trace_clock_ns()); }
+
+// LibTorch's CUDA device interface (registered when libtorch_cuda is loaded).
+const c10::impl::DeviceGuardImplInterface* cuda_runtime() {
+  return c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+}
+
+// "cudaLaunchKernel_v7000" -> "cudaLaunchKernel".
+std::string api_name(bool driver, uint32_t cbid) {
+  const char* name = nullptr;
+  if (cuptiGetCallbackName(driver ? CUPTI_CB_DOMAIN_DRIVER_API : CUPTI_CB_DOMAIN_RUNTIME_API, cbid,
+                           &name) != CUPTI_SUCCESS ||
+      name == nullptr) {
+    return (driver ? "driver call " : "runtime call ") + std::to_string(cbid);
+  }
+  std::string out = name;
+  const size_t v = out.rfind("_v");
+  if (v != std::string::npos && v + 2 < out.size() &&
+      out.find_first_not_of("0123456789", v + 2) == std::string::npos) {
+    out.erase(v);
+  }
+  return out;
+}
+
+// Collectives are host-side calls (c10d through the counting backend), not CUDA activity: on
+// cuda they come from the same EventCollector the sim device uses. Only their names and bytes are
+// taken; the syncs and copies they cause are what CUPTI sees.
+void add_collectives(Counts& into, const Counts& host) {
+  for (const auto& [phase, c] : host.phases) {
+    for (const auto& [name, tally] : c.collectives) {
+      CollectiveTally& t = into.phases[phase].collectives[name];
+      t.count += tally.count;
+      t.bytes += tally.bytes;
+    }
+  }
+}
+
 class CuptiInstrument final : public Instrument, public PhaseListener {
  public:
   CuptiInstrument() {
@@ -82,6 +126,11 @@ class CuptiInstrument final : public Instrument, public PhaseListener {
     if (r != CUPTI_SUCCESS) {
       status_ = "unavailable: cuptiSubscribe: " + cupti_message(r);
       return;
+    }
+    if (cuptiActivityRegisterTimestampCallback(&trace_timestamp) != CUPTI_SUCCESS) {
+      uint64_t cupti_now = 0;
+      cuptiGetTimestamp(&cupti_now);
+      aggregator_.set_clock_offset(trace_clock_ns() - static_cast<int64_t>(cupti_now));
     }
     r = cuptiActivityRegisterCallbacks(&buffer_requested, &buffer_completed);
     if (r != CUPTI_SUCCESS) {
@@ -116,6 +165,13 @@ class CuptiInstrument final : public Instrument, public PhaseListener {
   bool available() const override { return available_; }
   bool measures_launches() const override { return available_; }
 
+  void attach_trace(TraceRecorder* trace) override {
+    std::lock_guard<std::mutex> lock(g_mu);
+    aggregator_.set_trace(trace, &api_name);
+  }
+
+  // Activity kinds are switched on and off with the window; records are read out only in take()
+  // (a flush per step would cost more than the step).
   void start() override {
     if (!available_ || enabled_) return;
     for (CUpti_ActivityKind kind : kKinds) {
@@ -126,37 +182,67 @@ class CuptiInstrument final : public Instrument, public PhaseListener {
         return;
       }
     }
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      aggregator_.set_home_device(cuda_runtime()->getDevice().index());
+    }
+    host_scope_.emplace(host_events_);
     enabled_ = true;
   }
 
   void stop() override {
     if (!enabled_) return;
+    host_scope_.reset();
     for (CUpti_ActivityKind kind : kKinds) cuptiActivityDisable(kind);
-    cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
     enabled_ = false;
   }
 
+  // The device finishes what was issued; the wait is in kUncountedPhase, which is not counted.
+  void drain() override {
+    if (!available_) return;
+    const c10::impl::DeviceGuardImplInterface* cuda = cuda_runtime();
+    Phase uncounted(kUncountedPhase);
+    cuda->synchronizeDevice(cuda->getDevice().index());
+  }
+
   Counts take() override {
-    std::lock_guard<std::mutex> lock(g_mu);
-    return aggregator_.resolve();
+    if (available_) cuptiActivityFlushAll(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED);
+    Counts counts;
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      counts = aggregator_.resolve();
+    }
+    add_collectives(counts, host_events_.snapshot());
+    host_events_.clear();
+    return counts;
   }
 
   void on_phase_begin(const char* name) noexcept override {
-    uint64_t id;
-    {
+    uint64_t id = 0;
+    try {
       std::lock_guard<std::mutex> lock(g_mu);
       id = aggregator_.phase_id(name);
+      aggregator_.phase_began(id, trace_clock_ns());
+    } catch (...) {
+      // Out of memory: this phase's records fall back to the enclosing one.
     }
     cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
   }
   void on_phase_end(const char*) noexcept override {
     uint64_t ignored = 0;
     cuptiActivityPopExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, &ignored);
+    try {
+      std::lock_guard<std::mutex> lock(g_mu);
+      aggregator_.phase_ended(trace_clock_ns());
+    } catch (...) {
+    }
   }
 
  private:
   CUpti_SubscriberHandle subscriber_ = nullptr;
   CuptiAggregator aggregator_;
+  EventCollector host_events_;  // collectives (see add_collectives)
+  std::optional<ScopedCollection> host_scope_;
   std::string status_ = "ok";
   bool available_ = false;
   bool enabled_ = false;

@@ -1,5 +1,7 @@
 #include "harness/runtime/dist/communicator.h"
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -85,6 +87,15 @@ std::unique_ptr<Communicator> connect(const RankEnv& env, const DeviceSelection&
                        std::to_string(sim::device_count()) + " per process)");
     }
     sim::set_home_device(env.local_rank);
+  } else if (device.kind == DeviceKind::Cuda) {
+    // Each rank owns GPU LOCAL_RANK: it becomes the current device (CUPTI's home device too).
+    const c10::impl::DeviceGuardImplInterface* cuda =
+        c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+    if (env.local_rank >= cuda->deviceCount()) {
+      throw InputError("LOCAL_RANK " + std::to_string(env.local_rank) + " has no GPU (" +
+                       std::to_string(cuda->deviceCount()) + " visible)");
+    }
+    cuda->setDevice(c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(env.local_rank)));
   }
   c10::intrusive_ptr<c10d::Store> store;
   if (!options.file_store_path.empty()) {
