@@ -106,6 +106,8 @@ Provenance make_provenance(const BenchOptions& o, const runtime::DeviceSelection
   p.libtorch_version = TORCH_VERSION;
   p.device = runtime::to_string(device.kind);
   p.device_name = device.description;
+  p.cuda_version = runtime::cuda_runtime_version();
+  p.cupti_version = instrument.version();
   p.instrument = instrument.name();
   p.instrument_status = instrument.status();
   p.hostname = host_name();

@@ -95,6 +95,10 @@ void EventCollector::record_collective(std::string_view name, int64_t bytes) {
   auto& tally = current_phase_counts().collectives[std::string(name)];
   tally.count += 1;
   tally.bytes += bytes;
+  if (trace_) {
+    trace_->add_instant("collectives", name, "collective", trace_clock_ns(),
+                        {{"bytes", std::to_string(bytes)}, {"phase", Phase::current_name()}});
+  }
 }
 
 void EventCollector::record_stream_wait() {

@@ -21,6 +21,8 @@ class Instrument {
   virtual std::string name() const = 0;
   // "ok", or why the instrument is degraded or unavailable.
   virtual std::string status() const = 0;
+  // The version of what does the counting where it has one (CUPTI's API version), else "".
+  virtual std::string version() const { return ""; }
   virtual bool available() const = 0;
   // Whether launch counts are measured (false: reported as null).
   virtual bool measures_launches() const = 0;

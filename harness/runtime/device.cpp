@@ -3,10 +3,35 @@
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 
+#include <cstdio>
+
+#if HARNESS_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 #include "harness/errors.h"
 #include "harness/instrument/sim/sim_device.h"
 
 namespace harness::runtime {
+namespace {
+
+// "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB), 1 of 1 visible": the GPU named in every report.
+std::string describe_gpu(int count) {
+#if HARNESS_HAVE_CUDA
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) == cudaSuccess) {
+    char memory[32];
+    std::snprintf(memory, sizeof memory, "%.1f GiB",
+                  static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
+    return std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
+           std::to_string(prop.minor) + ", " + memory + "), " + std::to_string(count) +
+           " visible";
+  }
+#endif
+  return "CUDA GPU, " + std::to_string(count) + " visible";
+}
+
+}  // namespace
 
 const char* to_string(DeviceKind kind) {
   switch (kind) {
@@ -28,6 +53,12 @@ c10::Device DeviceSelection::device(int rank) const {
 
 bool cuda_usable() { return at::hasCUDA() && at::detail::getCUDAHooks().deviceCount() > 0; }
 
+std::string cuda_runtime_version() {
+  if (!at::hasCUDA()) return "";
+  const long v = at::detail::getCUDAHooks().versionCUDART();  // e.g. 13000
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
 DeviceSelection select_device(const std::string& requested) {
   if (requested == "auto") return select_device(cuda_usable() ? "cuda" : "sim");
   if (requested == "sim") {
@@ -40,9 +71,14 @@ DeviceSelection select_device(const std::string& requested) {
     if (!at::hasCUDA()) {
       throw InputError(
           "--device cuda: this build has no CUDA support (configure with "
-          "-DHARNESS_WITH_CUDA=ON against a LibTorch with CUDA), or no GPU is usable");
+          "-DHARNESS_WITH_CUDA=ON against a LibTorch with CUDA)");
     }
-    return {DeviceKind::Cuda, "cuda"};
+    const int count = at::detail::getCUDAHooks().deviceCount();
+    if (count == 0) {
+      throw InputError("--device cuda: no GPU is usable (CUDA sees no device; check nvidia-smi "
+                       "and CUDA_VISIBLE_DEVICES)");
+    }
+    return {DeviceKind::Cuda, describe_gpu(count)};
   }
   throw InputError("unknown device '" + requested + "' (known: auto, sim, cuda, cpu)");
 }

@@ -22,5 +22,7 @@ DeviceSelection select_device(const std::string& requested);
 
 // Whether this build can drive CUDA and a GPU is usable.
 bool cuda_usable();
+// The CUDA runtime LibTorch was built with ("13.0"); empty without CUDA.
+std::string cuda_runtime_version();
 
 }  // namespace harness::runtime

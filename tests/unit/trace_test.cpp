@@ -43,6 +43,7 @@ TEST(Trace, PhasesAndCountedEventsAppearWithTheirPhase) {
     events::record_launch("aten::add_", events::begin_time());
     events::record_copy(CopyKind::DeviceToHost, 4, false);
     events::record_sync("aten::_local_scalar_dense", "item");
+    events::record_collective("broadcast", 64);
   }
   remove_phase_listener(&trace);
   const nlohmann::json doc = nlohmann::json::parse(trace.to_json());
@@ -54,17 +55,22 @@ TEST(Trace, PhasesAndCountedEventsAppearWithTheirPhase) {
       thread_names[e.at("tid").get<int>()] = e.at("args").at("name").get<std::string>();
     }
     if (e.at("ph") == "i") {
-      EXPECT_EQ(e.at("name"), "aten::_local_scalar_dense");
       EXPECT_EQ(e.at("args").at("phase"), "optimizer.step");
+      if (e.at("cat") == "collective") {
+        EXPECT_EQ(e.at("name"), "broadcast");
+        EXPECT_EQ(e.at("args").at("bytes"), "64");
+      } else {
+        EXPECT_EQ(e.at("name"), "aten::_local_scalar_dense");
+      }
     }
   }
   EXPECT_EQ(by_ph["B"], 1);
   EXPECT_EQ(by_ph["E"], 1);
   EXPECT_EQ(by_ph["X"], 2);  // the launch and the copy
-  EXPECT_EQ(by_ph["i"], 1);
+  EXPECT_EQ(by_ph["i"], 2);  // the sync and the collective
   std::set<std::string> names;
   for (const auto& [_, n] : thread_names) names.insert(n);
-  EXPECT_EQ(names, (std::set<std::string>{"phases", "device ops", "copies", "syncs"}));
+  EXPECT_EQ(names, (std::set<std::string>{"phases", "device ops", "copies", "syncs", "collectives"}));
 }
 
 }  // namespace

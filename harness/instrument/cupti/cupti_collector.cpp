@@ -163,6 +163,10 @@ class CuptiInstrument final : public Instrument, public PhaseListener {
     return status_;
   }
   bool available() const override { return available_; }
+  std::string version() const override {
+    uint32_t v = 0;
+    return cuptiGetVersion(&v) == CUPTI_SUCCESS ? std::to_string(v) : "";
+  }
   bool measures_launches() const override { return available_; }
 
   void attach_trace(TraceRecorder* trace) override {

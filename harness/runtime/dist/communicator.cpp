@@ -116,11 +116,15 @@ std::unique_ptr<Communicator> connect(const RankEnv& env, const DeviceSelection&
     }
   }
   store->setTimeout(options.timeout);
-  auto gloo = make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("gloo", store), env.rank,
-                                env.world_size, options.timeout);
+  // NCCL for GPUs where the build has it (as torchrun users expect), Gloo for sim and cpu.
+  auto inner = device.kind == DeviceKind::Cuda && nccl_available()
+                   ? make_nccl_backend(c10::make_intrusive<c10d::PrefixStore>("nccl", store),
+                                       env.rank, env.world_size, options.timeout)
+                   : make_gloo_backend(c10::make_intrusive<c10d::PrefixStore>("gloo", store),
+                                       env.rank, env.world_size, options.timeout);
   return std::make_unique<ProcessGroupCommunicator>(
       c10::make_intrusive<c10d::PrefixStore>("harness", store),
-      c10::make_intrusive<CountingBackend>(std::move(gloo)), options.timeout);
+      c10::make_intrusive<CountingBackend>(std::move(inner)), options.timeout);
 }
 
 }  // namespace harness::runtime

@@ -37,4 +37,11 @@ c10::intrusive_ptr<c10d::Backend> make_gloo_backend(const c10::intrusive_ptr<c10
                                                     int rank, int size,
                                                     std::chrono::milliseconds timeout);
 
+// LibTorch's ProcessGroupNCCL over `store` (cuda ranks); only where nccl_available(): builds
+// with CUDA.
+bool nccl_available();
+c10::intrusive_ptr<c10d::Backend> make_nccl_backend(const c10::intrusive_ptr<c10d::Store>& store,
+                                                    int rank, int size,
+                                                    std::chrono::milliseconds timeout);
+
 }  // namespace harness::runtime
