@@ -285,3 +285,35 @@ TEST(CuptiInstrument, ReportsWhyItCannotRunInsteadOfZeros) {
 
 }  // namespace
 }  // namespace harness::cupti
+
+#include <cstdlib>
+
+namespace harness::cupti {
+namespace {
+
+// Another subscriber (nsys, torch.profiler) degrades the instrument and is named; any other
+// refusal makes it unavailable with CUPTI's own message.
+TEST(CuptiInstrument, SubscribeFailuresAreNamedNeverSilent) {
+  ::unsetenv("NSYS_PROFILING_SESSION_ID");
+  ::unsetenv("NSYS_TARGET_STD_REDIRECT_ACTIVE");
+  ::unsetenv("CUDA_INJECTION64_PATH");
+  const std::string held = subscribe_failure_status(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED,
+                                                    "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED");
+  EXPECT_EQ(held.rfind("degraded: CUPTI is held by another profiler", 0), 0u) << held;
+  EXPECT_NE(held.find("NVTX"), std::string::npos);
+
+  ::setenv("NSYS_PROFILING_SESSION_ID", "7", 1);
+  EXPECT_NE(subscribe_failure_status(CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, "")
+                .find("Nsight Systems (nsys)"),
+            std::string::npos);
+  ::unsetenv("NSYS_PROFILING_SESSION_ID");
+  ::setenv("CUDA_INJECTION64_PATH", "/opt/tool/libinject.so", 1);
+  EXPECT_EQ(other_subscriber(), "the injection library /opt/tool/libinject.so");
+  ::unsetenv("CUDA_INJECTION64_PATH");
+
+  EXPECT_EQ(subscribe_failure_status(CUPTI_ERROR_NOT_INITIALIZED, "CUPTI_ERROR_NOT_INITIALIZED"),
+            "unavailable: cuptiSubscribe: CUPTI_ERROR_NOT_INITIALIZED");
+}
+
+}  // namespace
+}  // namespace harness::cupti

@@ -34,16 +34,6 @@ std::string cupti_message(CUptiResult r) {
   return text ? text : ("CUPTI error " + std::to_string(static_cast<int>(r)));
 }
 
-// Which profiler most likely holds CUPTI, from the environment it leaves.
-std::string other_subscriber() {
-  if (std::getenv("NSYS_PROFILING_SESSION_ID") || std::getenv("NSYS_TARGET_STD_REDIRECT_ACTIVE")) {
-    return "Nsight Systems (nsys)";
-  }
-  if (const char* injection = std::getenv("CUDA_INJECTION64_PATH")) {
-    return std::string("the injection library ") + injection;
-  }
-  return "another profiler (nsys, ncu, torch.profiler / kineto)";
-}
 
 // CUPTI's buffer callbacks are plain functions: they reach the one live instrument through this.
 std::mutex g_mu;
@@ -118,13 +108,8 @@ class CuptiInstrument final : public Instrument, public PhaseListener {
  public:
   CuptiInstrument() {
     CUptiResult r = cuptiSubscribe(&subscriber_, &on_callback, nullptr);
-    if (r == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-      status_ = "degraded: CUPTI is held by " + other_subscriber() +
-                "; phases are still NVTX ranges, counts are not measured";
-      return;
-    }
     if (r != CUPTI_SUCCESS) {
-      status_ = "unavailable: cuptiSubscribe: " + cupti_message(r);
+      status_ = subscribe_failure_status(r, cupti_message(r));
       return;
     }
     if (cuptiActivityRegisterTimestampCallback(&trace_timestamp) != CUPTI_SUCCESS) {
@@ -253,6 +238,24 @@ class CuptiInstrument final : public Instrument, public PhaseListener {
 };
 
 }  // namespace
+
+std::string other_subscriber() {
+  if (std::getenv("NSYS_PROFILING_SESSION_ID") || std::getenv("NSYS_TARGET_STD_REDIRECT_ACTIVE")) {
+    return "Nsight Systems (nsys)";
+  }
+  if (const char* injection = std::getenv("CUDA_INJECTION64_PATH")) {
+    if (*injection != '\0') return std::string("the injection library ") + injection;
+  }
+  return "another profiler (nsys, ncu, torch.profiler / kineto)";
+}
+
+std::string subscribe_failure_status(CUptiResult result, const std::string& cupti_text) {
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    return "degraded: CUPTI is held by " + other_subscriber() +
+           "; phases are still NVTX ranges, counts are not measured";
+  }
+  return "unavailable: cuptiSubscribe: " + cupti_text;
+}
 
 std::unique_ptr<Instrument> make_cupti_instrument() {
   return std::make_unique<CuptiInstrument>();
