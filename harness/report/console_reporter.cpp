@@ -57,6 +57,25 @@ std::string render_sync_sites(const ScenarioResult& s) {
                      : "\n  sync sites (phase, op, reason, count in the measured window)\n" + out;
 }
 
+// With --instrument-overhead: each variant's median step with the instrument on and off.
+std::string render_instrument_overhead(const ScenarioResult& s) {
+  TextTable table({"variant", "median step, instrument on", "off", "on / off"}, "lrrr");
+  bool any = false;
+  for (const auto& v : s.variants) {
+    const Measurement* on = find_metric(v, "timing.step_time.median");
+    const Measurement* off = find_metric(v, "timing.step_time_uninstrumented.median");
+    const Measurement* ratio = find_metric(v, "timing.instrument_overhead.median_ratio");
+    if (on == nullptr || off == nullptr || ratio == nullptr) continue;
+    auto duration = [](const Measurement* m) {
+      return m->value ? format_duration_ns(*m->value) : std::string("-");
+    };
+    table.add_row({v.name, duration(on), duration(off),
+                   ratio->value ? format_ratio(*ratio->value) : std::string("-")});
+    any = true;
+  }
+  return any ? "\n  instrument overhead (interleaved steps, same run)\n" + table.render("  ") : "";
+}
+
 }  // namespace
 
 ConsoleReporter::ConsoleReporter(std::ostream& out) : out_(out) {}
@@ -90,6 +109,7 @@ void ConsoleReporter::on_scenario_done(const ScenarioResult& s) {
   out_ << "\n" << table.render("  ");
   for (const auto& t : s.tables) out_ << render_result_table(t);
   out_ << render_sync_sites(s);
+  out_ << render_instrument_overhead(s);
   for (const auto& v : s.variants) {
     for (const auto& w : v.warnings) out_ << "  warning (" << v.name << "): " << w << "\n";
   }

@@ -195,6 +195,8 @@ class InstrumentOverhead(unittest.TestCase):
             r = bench("--scenario", "resume_adam", "--device", "sim", "--variant", "resume_move_all/foreach",
                       "--quiet", "--out", path, *extra)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual("instrument overhead (interleaved steps" in r.stdout,
+                             "--instrument-overhead" in extra, r.stdout)
             with open(path) as f:
                 return json.load(f)["scenarios"][0]["variants"][0]
 
