@@ -142,8 +142,13 @@ class CuptiInstrument final : public Instrument, public PhaseListener {
 
   std::string name() const override { return "cupti"; }
   std::string status() const override {
-    if (available_ && aggregator_.dropped() > 0) {
-      return "degraded: " + std::to_string(aggregator_.dropped()) + " activity records dropped";
+    uint64_t dropped = 0;
+    {
+      std::lock_guard<std::mutex> lock(g_mu);
+      dropped = aggregator_.dropped();
+    }
+    if (available_ && dropped > 0) {
+      return "degraded: " + std::to_string(dropped) + " activity records dropped";
     }
     return status_;
   }
@@ -213,7 +218,7 @@ class CuptiInstrument final : public Instrument, public PhaseListener {
       id = aggregator_.phase_id(name);
       aggregator_.phase_began(id, trace_clock_ns());
     } catch (...) {
-      // Out of memory: this phase's records fall back to the enclosing one.
+      // Out of memory: this phase's records are filed under kNoPhase.
     }
     cuptiActivityPushExternalCorrelationId(CUPTI_EXTERNAL_CORRELATION_KIND_CUSTOM0, id);
   }
