@@ -182,6 +182,19 @@ ScenarioResult gather_rank_results(runtime::Communicator& comm, const RunReport&
   return merge_rank_results(per_rank);
 }
 
+// Ranks other than 0 hand their trace to rank 0, which returns the merged document.
+std::string gather_rank_traces(runtime::Communicator& comm, std::string mine) {
+  if (comm.rank() != 0) {
+    comm.store_set("trace/rank" + std::to_string(comm.rank()), mine);
+    return mine;
+  }
+  std::vector<std::string> documents = {std::move(mine)};
+  for (int r = 1; r < comm.world_size(); ++r) {
+    documents.push_back(comm.store_get("trace/rank" + std::to_string(r)));
+  }
+  return merge_traces(documents);
+}
+
 int list_scenarios(const RunOptions& run) {
   for (const ScenarioInfo* info : ScenarioRegistry::instance().all()) {
     std::cout << info->name << "\n  " << info->description << "\n  variants:";
@@ -260,9 +273,13 @@ ExitCode run_bench(const BenchOptions& o) {
   }
   reporters.on_run_start(report.provenance);
 
+  // With ranks every rank records its own trace (process "rank <r>"); rank 0 merges them.
   std::optional<TraceRecorder> trace;
   std::optional<TraceAttachment> attached;
-  if (!o.trace_out.empty() && leader) attached.emplace(trace.emplace(), *instrument);
+  if (!o.trace_out.empty()) {
+    attached.emplace(trace.emplace(), *instrument);
+    if (rank_env) trace->set_process(rank_env->rank, "rank " + std::to_string(rank_env->rank));
+  }
   ScratchDir scratch;
   Progress progress(o.run.quiet || !leader);
   size_t scenario_index = 0;
@@ -293,17 +310,19 @@ ExitCode run_bench(const BenchOptions& o) {
     reporters.on_scenario_done(result);
     report.scenarios.push_back(std::move(result));
   }
-  if (!leader) return ExitCode::Ok;  // rank 0 reports, for every rank
-  reporters.on_run_done(report);
   if (trace) {
     attached.reset();
     const Provenance& p = report.provenance;
-    write_file_atomically(o.trace_out, trace->to_json({{"tool", "harness " + p.tool_version},
-                                                       {"git_sha", p.git_sha},
-                                                       {"device", p.device_name},
-                                                       {"instrument", p.instrument},
-                                                       {"started_at", p.started_at}}));
+    std::string json = trace->to_json({{"tool", "harness " + p.tool_version},
+                                       {"git_sha", p.git_sha},
+                                       {"device", p.device_name},
+                                       {"instrument", p.instrument},
+                                       {"started_at", p.started_at}});
+    if (comm) json = gather_rank_traces(*comm, std::move(json));
+    if (leader) write_file_atomically(o.trace_out, json);
   }
+  if (!leader) return ExitCode::Ok;  // rank 0 reports, for every rank
+  reporters.on_run_done(report);
 
   bool gates_passed = true;
   for (const GateFile& gate : gates) {

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <map>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 namespace harness {
@@ -59,6 +60,12 @@ void TraceRecorder::section_end(const std::string& name) noexcept {
   add({'E', "variants", name, "variant", trace_clock_ns(), 0, {}});
 }
 
+void TraceRecorder::set_process(int pid, std::string name) {
+  std::lock_guard<std::mutex> lock(mu_);
+  pid_ = pid;
+  process_name_ = std::move(name);
+}
+
 size_t TraceRecorder::event_count() const {
   std::lock_guard<std::mutex> lock(mu_);
   return events_.size();
@@ -70,12 +77,18 @@ std::string TraceRecorder::to_json(
   // Tracks in order of first use become threads of one process.
   std::map<std::string, int> tids;
   nlohmann::json events = nlohmann::json::array();
+  if (!process_name_.empty()) {
+    events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", pid_}, {"tid", 0},
+                      {"args", {{"name", process_name_}}}});
+    events.push_back({{"name", "process_sort_index"}, {"ph", "M"}, {"pid", pid_}, {"tid", 0},
+                      {"args", {{"sort_index", pid_}}}});
+  }
   auto tid_of = [&](const std::string& track) {
     auto [it, added] = tids.emplace(track, static_cast<int>(tids.size()) + 1);
     if (added) {
-      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 1}, {"tid", it->second},
+      events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", pid_}, {"tid", it->second},
                         {"args", {{"name", track}}}});
-      events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", 1},
+      events.push_back({{"name", "thread_sort_index"}, {"ph", "M"}, {"pid", pid_},
                         {"tid", it->second}, {"args", {{"sort_index", it->second}}}});
     }
     return it->second;
@@ -86,7 +99,7 @@ std::string TraceRecorder::to_json(
                         {"cat", e.category},
                         {"ph", std::string(1, e.phase)},
                         {"ts", static_cast<double>(e.ts_ns - origin_ns_) / 1000.0},
-                        {"pid", 1},
+                        {"pid", pid_},
                         {"tid", tid_of(e.track)}};
     if (e.phase == 'X') j["dur"] = static_cast<double>(e.dur_ns) / 1000.0;
     if (e.phase == 'i') j["s"] = "t";
@@ -101,10 +114,40 @@ std::string TraceRecorder::to_json(
   }
   nlohmann::json other = nlohmann::json::object();
   for (const auto& [k, v] : metadata) other[k] = v;
+  other["origin_ns"] = origin_ns_;
   nlohmann::json doc = {{"traceEvents", std::move(events)},
                         {"displayTimeUnit", "ms"},
                         {"otherData", std::move(other)}};
   return doc.dump(1);
+}
+
+std::string merge_traces(const std::vector<std::string>& documents) {
+  nlohmann::json merged;
+  int64_t origin = 0;
+  for (size_t i = 0; i < documents.size(); ++i) {
+    nlohmann::json doc = nlohmann::json::parse(documents[i], nullptr, /*allow_exceptions=*/false);
+    if (!doc.is_object() || !doc.contains("traceEvents") || !doc["traceEvents"].is_array() ||
+        !doc.contains("otherData") || !doc["otherData"].contains("origin_ns") ||
+        !doc["otherData"]["origin_ns"].is_number_integer()) {
+      throw std::invalid_argument("trace " + std::to_string(i) + " is not a harness trace");
+    }
+    const int64_t its_origin = doc["otherData"]["origin_ns"].get<int64_t>();
+    if (i == 0) {
+      merged = std::move(doc);
+      origin = its_origin;
+      continue;
+    }
+    const double shift_us = static_cast<double>(its_origin - origin) / 1000.0;
+    for (nlohmann::json& e : doc["traceEvents"]) {
+      if (e.contains("ts") && e["ts"].is_number()) e["ts"] = e["ts"].get<double>() + shift_us;
+      // Flow ids are unique within a process: keep them apart across documents.
+      if (e.contains("id") && e["id"].is_number_unsigned()) {
+        e["id"] = e["id"].get<uint64_t>() + (static_cast<uint64_t>(i) << 40);
+      }
+      merged["traceEvents"].push_back(std::move(e));
+    }
+  }
+  return merged.dump(1);
 }
 
 }  // namespace harness

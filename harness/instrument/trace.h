@@ -40,7 +40,11 @@ class TraceRecorder final : public PhaseListener {
   void section_end(const std::string& name) noexcept;
 
   size_t event_count() const;
-  // The Chrome trace-event document; `metadata` goes to "otherData".
+  // The process these events belong to in the document (default: pid 1, no name); ranks use
+  // their rank, named "rank <r>".
+  void set_process(int pid, std::string name);
+  // The Chrome trace-event document; `metadata` goes to "otherData", with "origin_ns" (when the
+  // recorder started, on the monotonic clock) beside it.
   std::string to_json(const std::vector<std::pair<std::string, std::string>>& metadata = {}) const;
 
  private:
@@ -54,8 +58,16 @@ class TraceRecorder final : public PhaseListener {
   void add(Event event) noexcept;
 
   int64_t origin_ns_;
+  int pid_ = 1;
+  std::string process_name_;
   mutable std::mutex mu_;
   std::vector<Event> events_;
 };
+
+// One document of several processes' traces (the ranks of a run, each from to_json()): events
+// keep their pid, times are moved onto the first document's origin (the monotonic clock is
+// shared by the processes of one host), "otherData" is the first document's. Throws
+// std::invalid_argument naming the document that is not a trace.
+std::string merge_traces(const std::vector<std::string>& documents);
 
 }  // namespace harness

@@ -33,6 +33,31 @@ def strict_json(path):
         return json.load(f, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
 
 
+class RankTraces(unittest.TestCase):
+    """--trace with ranks: every rank's timeline in one file, a process per rank."""
+
+    def test_one_trace_with_a_process_per_rank(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "trace.json")
+            r = bench("--scenario", "zero_broadcast", "--device", "sim", "--nproc", "2",
+                      "--variant", "param_broadcast/bucketed", "--trace", path, "--quiet")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            doc = strict_json(path)
+            self.assertEqual(sorted(os.listdir(tmp)), ["trace.json"])  # nothing else left
+        events = doc["traceEvents"]
+        names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+        self.assertEqual(names, {0: "rank 0", 1: "rank 1"})
+        for rank in (0, 1):
+            mine = [e for e in events if e["pid"] == rank and e["ph"] != "M"]
+            collectives = [e for e in mine if e.get("cat") == "collective"]
+            self.assertTrue(collectives, "rank %d has no collectives in the trace" % rank)
+            self.assertTrue(any(e["name"] == "train.grad_sync" for e in mine))
+        # Both ranks' times are on one clock: their first events are close together.
+        first = [min(e["ts"] for e in events if e["pid"] == r and "ts" in e and e["ph"] != "M")
+                 for r in (0, 1)]
+        self.assertLess(abs(first[0] - first[1]), 30e6)  # microseconds
+
+
 class ZeroBroadcastRanks(unittest.TestCase):
     def run_ranks(self, nproc):
         with tempfile.TemporaryDirectory() as tmp:

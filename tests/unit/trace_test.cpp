@@ -3,6 +3,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
+#include <set>
+
 #include "harness/instrument/collector.h"
 #include "harness/instrument/phase.h"
 #include "harness/instrument/trace.h"
@@ -71,6 +74,34 @@ TEST(Trace, PhasesAndCountedEventsAppearWithTheirPhase) {
   std::set<std::string> names;
   for (const auto& [_, n] : thread_names) names.insert(n);
   EXPECT_EQ(names, (std::set<std::string>{"phases", "device ops", "copies", "syncs", "collectives"}));
+}
+
+TEST(Trace, RanksMergeIntoOneDocumentOnOneClock) {
+  TraceRecorder rank0;
+  rank0.set_process(0, "rank 0");
+  TraceRecorder rank1;  // started later: its times move by the difference of the origins
+  rank1.set_process(1, "rank 1");
+  const int64_t t = trace_clock_ns();
+  rank0.add_span("device ops", "op", "kernel", t, t + 1000);
+  rank1.add_span("device ops", "op", "kernel", t, t + 1000);
+  rank0.add_flow("launch", 1, "a", t, "b", t);
+  rank1.add_flow("launch", 1, "a", t, "b", t);
+  const nlohmann::json doc = nlohmann::json::parse(merge_traces({rank0.to_json(), rank1.to_json()}));
+  std::map<int, double> span_ts;
+  std::set<uint64_t> flow_ids;
+  std::map<int, std::string> process_names;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") == "X") span_ts[e.at("pid").get<int>()] = e.at("ts").get<double>();
+    if (e.at("ph") == "s") flow_ids.insert(e.at("id").get<uint64_t>());
+    if (e.at("name") == "process_name") {
+      process_names[e.at("pid").get<int>()] = e.at("args").at("name").get<std::string>();
+    }
+  }
+  EXPECT_EQ(process_names, (std::map<int, std::string>{{0, "rank 0"}, {1, "rank 1"}}));
+  ASSERT_EQ(span_ts.size(), 2u);
+  EXPECT_NEAR(span_ts[0], span_ts[1], 1e-3);  // the same instant, on rank 0's clock
+  EXPECT_EQ(flow_ids.size(), 2u);             // flow ids kept apart across ranks
+  EXPECT_THROW(merge_traces({rank0.to_json(), "{\"traceEvents\": 3}"}), std::invalid_argument);
 }
 
 }  // namespace
