@@ -51,13 +51,7 @@ elseif(HARNESS_WITH_CUDA STREQUAL "AUTO" AND CUDAToolkit_FOUND AND
   set(HARNESS_HAVE_CUDA ON)
 endif()
 if(HARNESS_HAVE_CUDA)
-  _harness_torch_lib(LibTorch::c10_cuda c10_cuda)
-  _harness_torch_lib(LibTorch::torch_cuda torch_cuda)
-  add_library(LibTorch::cuda INTERFACE IMPORTED GLOBAL)
-  # --no-as-needed: nothing references torch_cuda directly, but loading it registers CUDA with
-  # ATen (at::hasCUDA()).
-  target_link_libraries(LibTorch::cuda INTERFACE "-Wl,--no-as-needed" LibTorch::torch_cuda
-                        LibTorch::c10_cuda CUDA::cudart)
+  harness_add_libtorch_cuda()
 endif()
 
 message(STATUS "harness: NVTX=${HARNESS_HAVE_NVTX} CUPTI=${HARNESS_HAVE_CUPTI} CUDA=${HARNESS_HAVE_CUDA}")

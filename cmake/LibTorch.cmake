@@ -30,4 +30,18 @@ target_link_libraries(LibTorch::cpu INTERFACE LibTorch::torch_cpu LibTorch::c10)
 target_compile_definitions(LibTorch::cpu INTERFACE _GLIBCXX_USE_CXX11_ABI=1)
 
 
+# LibTorch::cuda: c10_cuda + torch_cuda + the CUDA runtime (needs find_package(CUDAToolkit)).
+# --no-as-needed: nothing references torch_cuda directly, but loading it registers CUDA with ATen
+# (at::hasCUDA()).
+function(harness_add_libtorch_cuda)
+  if(TARGET LibTorch::cuda)
+    return()
+  endif()
+  _harness_torch_lib(LibTorch::c10_cuda c10_cuda)
+  _harness_torch_lib(LibTorch::torch_cuda torch_cuda)
+  add_library(LibTorch::cuda INTERFACE IMPORTED GLOBAL)
+  target_link_libraries(LibTorch::cuda INTERFACE "-Wl,--no-as-needed" LibTorch::torch_cuda
+                        LibTorch::c10_cuda CUDA::cudart)
+endfunction()
+
 message(STATUS "LibTorch at ${LIBTORCH_ROOT}")

@@ -51,10 +51,12 @@ c10::Device DeviceSelection::device(int rank) const {
   return c10::Device(c10::DeviceType::CPU);
 }
 
+bool cuda_built() { return at::CUDAHooksRegistry()->Has("CUDAHooks"); }
+
 bool cuda_usable() { return at::hasCUDA() && at::detail::getCUDAHooks().deviceCount() > 0; }
 
 std::string cuda_runtime_version() {
-  if (!at::hasCUDA()) return "";
+  if (!cuda_built()) return "";
   const long v = at::detail::getCUDAHooks().versionCUDART();  // e.g. 13000
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
@@ -68,12 +70,12 @@ DeviceSelection select_device(const std::string& requested) {
   }
   if (requested == "cpu") return {DeviceKind::Cpu, "host CPU"};
   if (requested == "cuda") {
-    if (!at::hasCUDA()) {
+    if (!cuda_built()) {
       throw InputError(
           "--device cuda: this build has no CUDA support (configure with "
           "-DHARNESS_WITH_CUDA=ON against a LibTorch with CUDA)");
     }
-    const int count = at::detail::getCUDAHooks().deviceCount();
+    const int count = at::hasCUDA() ? at::detail::getCUDAHooks().deviceCount() : 0;
     if (count == 0) {
       throw InputError("--device cuda: no GPU is usable (CUDA sees no device; check nvidia-smi "
                        "and CUDA_VISIBLE_DEVICES)");

@@ -20,6 +20,8 @@ struct DeviceSelection {
 // Throws InputError for an unknown name or a device this build or machine cannot use.
 DeviceSelection select_device(const std::string& requested);
 
+// Whether LibTorch's CUDA support is loaded (the build links it), GPU or not.
+bool cuda_built();
 // Whether this build can drive CUDA and a GPU is usable.
 bool cuda_usable();
 // The CUDA runtime LibTorch was built with ("13.0"); empty without CUDA.
