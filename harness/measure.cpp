@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <optional>
 
 namespace harness {
 
@@ -46,17 +45,13 @@ void StepWindow::finish(VariantResult& result) {
   for (Measurement& m : step_time_statistics(uninstrumented_step_ns_, "step_time_uninstrumented")) {
     result.timing.push_back(std::move(m));
   }
-  const auto median_of = [&](const std::string& name) -> std::optional<double> {
-    for (const Measurement& m : result.timing) {
-      if (m.name == name) return m.value;
-    }
-    return std::nullopt;
-  };
-  const std::optional<double> with = median_of("step_time.median");
-  const std::optional<double> without = median_of("step_time_uninstrumented.median");
+  const Measurement* with = find_metric(result, "timing.step_time.median");
+  const Measurement* without = find_metric(result, "timing.step_time_uninstrumented.median");
   Measurement ratio{"instrument_overhead.median_ratio", std::nullopt, "ratio",
                     "median instrumented step time / median uninstrumented step time (same run)"};
-  if (with && without && *without > 0) ratio.value = *with / *without;
+  if (with && with->value && without && without->value && *without->value > 0) {
+    ratio.value = *with->value / *without->value;
+  }
   result.timing.push_back(std::move(ratio));
 }
 
