@@ -46,28 +46,24 @@ step() {
 
 torch_dir=${LIBTORCH_ROOT:-$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')} ||
   { say "python3 has no torch (or set LIBTORCH_ROOT)"; exit 1; }
-# The wheel's CUDA libraries (cuBLAS, cuDNN, NCCL, CUPTI, ...) live in site-packages/nvidia/*.
-nvidia_libs=$(python3 - <<'PY'
+# The wheel's CUDA libraries (cuBLAS, cuDNN, NCCL, CUPTI, ...) live in site-packages/nvidia/*:
+# line 1, their directories; line 2, the directory of nccl.h (empty when none).
+nvidia_paths=$(python3 - <<'PY'
 import glob, os
 try:
     import nvidia
     roots = list(nvidia.__path__)
 except ImportError:
     roots = []
-dirs = sorted({os.path.dirname(p) for r in roots for p in glob.glob(os.path.join(r, "**", "lib*.so*"), recursive=True)})
-print(":".join(dirs))
+def find(pattern):
+    return [h for r in roots for h in glob.glob(os.path.join(r, "**", pattern), recursive=True)]
+print(":".join(sorted({os.path.dirname(p) for p in find("lib*.so*")})))
+nccl = find(os.path.join("include", "nccl.h"))
+print(os.path.dirname(nccl[0]) if nccl else "")
 PY
 )
-nccl_include=$(python3 - <<'PY'
-import glob, os
-try:
-    import nvidia
-    hits = [h for r in nvidia.__path__ for h in glob.glob(os.path.join(r, "**", "include", "nccl.h"), recursive=True)]
-except ImportError:
-    hits = []
-print(os.path.dirname(hits[0]) if hits else "")
-PY
-)
+nvidia_libs=$(sed -n 1p <<<"$nvidia_paths")
+nccl_include=$(sed -n 2p <<<"$nvidia_paths")
 export LD_LIBRARY_PATH=$torch_dir/lib${nvidia_libs:+:$nvidia_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 {
   echo "# GPU reference run"

@@ -23,6 +23,15 @@ std::string demangled(const char* name) {
   return status == 0 && out ? std::string(out.get()) : std::string(name);
 }
 
+// When and where a device record (kernel, memcpy, memset) ran.
+template <class Pending, class Record>
+void set_time_and_place(Pending& p, const Record& r) {
+  p.start = r.start;
+  p.end = r.end;
+  p.device = r.deviceId;
+  p.stream = r.streamId;
+}
+
 const char* copy_name(CopyKind kind) {
   switch (kind) {
     case CopyKind::HostToDevice: return "memcpy HtoD";
@@ -61,10 +70,7 @@ void CuptiAggregator::consume(const CUpti_Activity* record) {
     case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL: {
       const auto* k = reinterpret_cast<const CUpti_ActivityKernel10*>(record);
       Pending p{What::Kernel, k->correlationId, demangled(k->name)};
-      p.start = k->start;
-      p.end = k->end;
-      p.device = k->deviceId;
-      p.stream = k->streamId;
+      set_time_and_place(p, *k);
       pending_.push_back(std::move(p));
       break;
     }
@@ -89,20 +95,14 @@ void CuptiAggregator::consume(const CUpti_Activity* record) {
                        (home_device_ >= 0 && static_cast<int>(m->deviceId) != home_device_);
       p.bytes = static_cast<int64_t>(m->bytes);
       p.copies = m->copyCount > 0 ? static_cast<int64_t>(m->copyCount) : 1;
-      p.start = m->start;
-      p.end = m->end;
-      p.device = m->deviceId;
-      p.stream = m->streamId;
+      set_time_and_place(p, *m);
       pending_.push_back(std::move(p));
       break;
     }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
       Pending p{What::Memset, m->correlationId, "memset"};
-      p.start = m->start;
-      p.end = m->end;
-      p.device = m->deviceId;
-      p.stream = m->streamId;
+      set_time_and_place(p, *m);
       pending_.push_back(std::move(p));
       break;
     }
