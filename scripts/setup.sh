@@ -2,7 +2,9 @@
 # Idempotent set-up for a fresh Debian 12 machine, then an incremental build.
 #   1. Debian packages (compiler cache, CLI11, nlohmann_json, GoogleTest, Google Benchmark, ninja).
 #   2. LibTorch 2.11.0 taken from the PyPI `torch` wheel into a machine-wide cache.
-#   3. CMake configure (once) and build of build/ (incremental; ccache in the machine-wide cache).
+#   3. CUDA 13's runtime and CUPTI libraries from PyPI, only where LibTorch's CPU library misses
+#      them (a machine without a CUDA toolkit).
+#   4. CMake configure (once) and build of build/ (incremental; ccache in the machine-wide cache).
 # A second run checks markers and goes straight to the (no-op) build.
 # Environment: HARNESS_CACHE (default /var/cache/harness), LIBTORCH_ROOT (your own LibTorch),
 #              BUILD_DIR (default build), BUILD_TYPE (default Release),
@@ -69,13 +71,46 @@ else
     exec 9>&-
   fi
 fi
-if ldd "$libtorch/lib/libtorch_cpu.so" | grep -q 'not found'; then
+# --- 3. What LibTorch's CPU library needs beyond Debian ------------------------------------------
+# The wheel's libtorch_cpu.so links kineto against CUDA 13's runtime and CUPTI (libcudart.so.13,
+# libcupti.so.13) even in a CPU-only process. A machine with a CUDA 13 toolkit has them; elsewhere
+# they come from their PyPI wheels (the versions torch 2.11.0 pins through cuda-toolkit 13.0.2)
+# into $cache/nvidia/cu13/lib, which is where libtorch_cpu.so's own RPATH
+# ($ORIGIN/../../nvidia/cu13/lib, the wheel's layout) looks first. Nothing else is told about
+# them: binaries, tests and the installed CMake package find them through LibTorch itself.
+missing_libs() { ldd "$libtorch/lib/libtorch_cpu.so" | awk '/not found/ {print $1}'; }
+cuda_deps=$cache/nvidia/cu13/lib
+if [ -z "${LIBTORCH_ROOT:-}" ] && missing_libs | grep -qE '^lib(cudart|cupti)\.so\.13$'; then
+  as_root mkdir -p "$cache"
+  exec 9>"$cache/.cuda-deps.lock"
+  flock 9
+  if missing_libs | grep -qE '^lib(cudart|cupti)\.so\.13$'; then
+    say "fetching CUDA 13 runtime and CUPTI libraries from PyPI into $cuda_deps (no CUDA toolkit here)"
+    tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+      --platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 \
+      --platform manylinux_2_17_x86_64 'nvidia-cuda-runtime==13.0.96.*' \
+      'nvidia-cuda-cupti==13.0.85.*' -d "$tmp" ||
+      die "pip could not download nvidia-cuda-runtime 13.0.96 and nvidia-cuda-cupti 13.0.85"
+    for wheel in "$tmp"/nvidia_cuda_*.whl; do
+      (cd "$tmp" && unzip -q -o "$wheel" 'nvidia/cu13/lib/libcudart.so.13' \
+        'nvidia/cu13/lib/libcupti.so.13' 2>/dev/null; true)
+    done
+    [ -f "$tmp/nvidia/cu13/lib/libcudart.so.13" ] && [ -f "$tmp/nvidia/cu13/lib/libcupti.so.13" ] ||
+      die "the nvidia-cuda-runtime / nvidia-cuda-cupti wheels hold no libcudart.so.13 / libcupti.so.13"
+    mkdir -p "$cuda_deps"
+    mv "$tmp"/nvidia/cu13/lib/lib*.so.13 "$cuda_deps/"
+    rm -rf "$tmp"; trap - EXIT
+  fi
+  exec 9>&-
+fi
+if [ -n "$(missing_libs)" ]; then
   ldd "$libtorch/lib/libtorch_cpu.so" | grep 'not found' >&2
-  die "LibTorch's CPU library misses shared libraries above (the wheel's kineto needs CUDA 13's
-  libcudart and libcupti: install the CUDA 13 toolkit or put them on LD_LIBRARY_PATH)"
+  die "LibTorch's CPU library at $libtorch misses the shared libraries above"
 fi
 
-# --- 3. Configure and build ---------------------------------------------------------------------
+# --- 4. Configure and build ---------------------------------------------------------------------
 export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache}
 export CCACHE_BASEDIR=$repo
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
