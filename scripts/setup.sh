@@ -93,9 +93,8 @@ if [ -z "${LIBTORCH_ROOT:-}" ] && missing_libs | grep -qE '^lib(cudart|cupti)\.s
       --platform manylinux_2_17_x86_64 'nvidia-cuda-runtime==13.0.96.*' \
       'nvidia-cuda-cupti==13.0.85.*' -d "$tmp" ||
       die "pip could not download nvidia-cuda-runtime 13.0.96 and nvidia-cuda-cupti 13.0.85"
-    for wheel in "$tmp"/nvidia_cuda_*.whl; do
-      (cd "$tmp" && unzip -q -o "$wheel" 'nvidia/cu13/lib/libcudart.so.13' \
-        'nvidia/cu13/lib/libcupti.so.13' 2>/dev/null; true)
+    for wheel in "$tmp"/nvidia_cuda_*.whl; do  # each holds one: libcudart.so.13, libcupti.so.13
+      (cd "$tmp" && unzip -q -o "$wheel" 'nvidia/cu13/lib/*.so.13') || die "could not unpack $wheel"
     done
     [ -f "$tmp/nvidia/cu13/lib/libcudart.so.13" ] && [ -f "$tmp/nvidia/cu13/lib/libcupti.so.13" ] ||
       die "the nvidia-cuda-runtime / nvidia-cuda-cupti wheels hold no libcudart.so.13 / libcupti.so.13"
