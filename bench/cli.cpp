@@ -13,7 +13,7 @@ namespace harness {
 namespace {
 
 void define_flags(CLI::App& app, BenchOptions& o) {
-  app.add_option("-s,--scenario", o.scenarios, "Scenario to run (repeatable); --list shows them");
+  app.add_option("-s,--scenario", o.scenarios, "Scenario to run (repeatable; `all`: every one); --list shows them");
   app.add_option("-d,--device", o.device, "auto (cuda if usable, else sim), sim, cuda or cpu")
       ->check(CLI::IsMember({"auto", "sim", "cuda", "cpu"}))
       ->capture_default_str();
@@ -31,8 +31,8 @@ void define_flags(CLI::App& app, BenchOptions& o) {
   app.add_option("-g,--gate", o.gates, "Evaluate this gate file; exit 1 if a rule fails (repeatable)");
   app.add_option("--baseline", o.baseline, "Baseline report for the gates' baseline rules");
   app.add_option("--nproc", o.nproc,
-                 "Start this many local ranks (torchrun-style); default: 1, or what the scenario "
-                 "needs (zero_broadcast: 2)")
+                 "Start this many local ranks (torchrun-style) for every scenario; default: each "
+                 "scenario at its own world size (zero_broadcast: 2, the others 1)")
       ->check(CLI::Range(1, 64));
   app.add_option("--timeout", o.timeout_s,
                  "Seconds a rank waits for the others (rendezvous, each collective) before it "

@@ -48,7 +48,8 @@ std::string describe_status(int status) {
   return "ended with wait status " + std::to_string(status);
 }
 
-pid_t spawn_rank(const std::vector<std::string>& argv, int rank, int world, int port) {
+pid_t spawn_rank(const std::vector<std::string>& argv, int rank, int world, int port,
+                 bool world_from_scenarios) {
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid > 0) return pid;
@@ -59,6 +60,11 @@ pid_t spawn_rank(const std::vector<std::string>& argv, int rank, int world, int 
   ::setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  if (world_from_scenarios) {
+    ::setenv(kWorldFromScenariosVariable, "1", 1);
+  } else {
+    ::unsetenv(kWorldFromScenariosVariable);
+  }
   std::vector<char*> args;
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
@@ -83,7 +89,8 @@ std::vector<std::string> without_nproc(const std::vector<std::string>& argv) {
   return out;
 }
 
-ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc) {
+ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc,
+                            bool world_from_scenarios) {
   const int port = free_loopback_port();
   struct sigaction sa{};
   sa.sa_handler = on_stop_signal;
@@ -92,7 +99,7 @@ ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc) {
 
   std::vector<pid_t> pids;
   std::vector<std::optional<int>> status(static_cast<size_t>(nproc));
-  for (int r = 0; r < nproc; ++r) pids.push_back(spawn_rank(argv, r, nproc, port));
+  for (int r = 0; r < nproc; ++r) pids.push_back(spawn_rank(argv, r, nproc, port, world_from_scenarios));
 
   std::optional<int> failed_rank;
   bool stopped_others = false;

@@ -12,8 +12,14 @@
 
 namespace harness {
 
-// `argv`: the bench command line to run in each rank (without --nproc).
-ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc);
+// Set (to "1") in the ranks bench starts when their number came from the scenarios' default world
+// sizes rather than from --nproc: a one-process scenario then runs on rank 0 alone.
+inline constexpr const char* kWorldFromScenariosVariable = "HARNESS_WORLD_FROM_SCENARIOS";
+
+// `argv`: the bench command line to run in each rank (without --nproc). `world_from_scenarios`:
+// sets kWorldFromScenariosVariable in each rank.
+ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc,
+                            bool world_from_scenarios);
 
 // `argv` without `--nproc N` / `--nproc=N`.
 std::vector<std::string> without_nproc(const std::vector<std::string>& argv);

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -140,10 +141,10 @@ std::vector<std::string> trust_warnings(const BenchOptions& o,
   return w;
 }
 
+using ChosenScenarios = std::vector<std::pair<const ScenarioInfo*, std::unique_ptr<Scenario>>>;
+
 // Every --variant filter must match some variant of the chosen scenarios.
-void check_variant_filters(const BenchOptions& o,
-                           const std::vector<std::pair<const ScenarioInfo*,
-                                                       std::unique_ptr<Scenario>>>& chosen) {
+void check_variant_filters(const BenchOptions& o, const ChosenScenarios& chosen) {
   for (const std::string& filter : o.run.variant_filters) {
     std::vector<std::string> known;
     bool matched = false;
@@ -195,6 +196,30 @@ std::string gather_rank_traces(runtime::Communicator& comm, std::string mine) {
   return merge_traces(documents);
 }
 
+std::string trace_json(const TraceRecorder& trace, const Provenance& p) {
+  return trace.to_json({{"tool", "harness " + p.tool_version},
+                        {"git_sha", p.git_sha},
+                        {"device", p.device_name},
+                        {"instrument", p.instrument},
+                        {"started_at", p.started_at}});
+}
+
+// The ranks bench starts for these scenarios when --nproc does not say: the largest default world
+// size. Scenarios of one process run on rank 0 alone; any other world size must be that one.
+int scenario_world_size(const ChosenScenarios& chosen) {
+  int world = 1;
+  for (const auto& [info, scenario] : chosen) world = std::max(world, scenario->default_world_size());
+  for (const auto& [info, scenario] : chosen) {
+    const int own = scenario->default_world_size();
+    if (own != 1 && own != world) {
+      throw InputError("scenario " + info->name + " runs on " + std::to_string(own) +
+                       " ranks and another chosen one on " + std::to_string(world) +
+                       ": run them in separate commands, or give --nproc for all of them");
+    }
+  }
+  return world;
+}
+
 int list_scenarios(const RunOptions& run) {
   for (const ScenarioInfo* info : ScenarioRegistry::instance().all()) {
     std::cout << info->name << "\n  " << info->description << "\n  variants:";
@@ -217,8 +242,19 @@ ExitCode run_bench(const BenchOptions& o) {
   }
 
   // Everything that can be checked before running is checked now.
-  std::vector<std::pair<const ScenarioInfo*, std::unique_ptr<Scenario>>> chosen;
+  ChosenScenarios chosen;
+  std::vector<std::string> names;  // "all": every registered scenario
   for (const std::string& name : o.scenarios) {
+    std::vector<std::string> these = {name};
+    if (name == "all") {
+      these.clear();
+      for (const ScenarioInfo* info : registry.all()) these.push_back(info->name);
+    }
+    for (const std::string& n : these) {
+      if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+    }
+  }
+  for (const std::string& name : names) {
     const ScenarioInfo* info = registry.find(name);
     if (info == nullptr) {
       std::vector<std::string> known;
@@ -240,10 +276,10 @@ ExitCode run_bench(const BenchOptions& o) {
   // launcher); otherwise it starts them when asked to or when a scenario needs them.
   const std::optional<runtime::RankEnv> rank_env = runtime::rank_env_from_environment();
   if (!rank_env) {
-    int world = 1;
-    for (const auto& [info, scenario] : chosen) world = std::max(world, scenario->default_world_size());
+    const int world = scenario_world_size(chosen);
     if (o.nproc > 0 || world > 1) {
-      return launch_local_ranks(without_nproc(o.argv), o.nproc > 0 ? o.nproc : world);
+      return launch_local_ranks(without_nproc(o.argv), o.nproc > 0 ? o.nproc : world,
+                                /*world_from_scenarios=*/o.nproc == 0);
     }
   } else if (o.nproc > 0) {
     throw InputError("--nproc is for starting ranks; this process already is rank " +
@@ -282,11 +318,36 @@ ExitCode run_bench(const BenchOptions& o) {
   }
   ScratchDir scratch;
   Progress progress(o.run.quiet || !leader);
-  size_t scenario_index = 0;
-  for (auto& [info, scenario] : chosen) {
+  // Each scenario runs at its own world size when the ranks' number came from the scenarios'
+  // defaults: those of one process run on rank 0 alone, after the others (so that no rank waits
+  // in a collective while rank 0 is busy alone). --nproc or torchrun set it for every scenario.
+  const char* from_scenarios = std::getenv(kWorldFromScenariosVariable);
+  const bool solo_below = rank_env && from_scenarios && std::string(from_scenarios) == "1";
+  std::vector<size_t> order;  // indices into `chosen`: every rank's scenarios first
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t i = 0; i < chosen.size(); ++i) {
+      const bool solo = solo_below && chosen[i].second->default_world_size() == 1;
+      if (solo == (pass == 1)) order.push_back(i);
+    }
+  }
+  std::vector<std::optional<ScenarioResult>> results(chosen.size());
+  size_t gather_index = 0;
+  bool handed_trace = false;
+  for (size_t i : order) {
+    auto& [info, scenario] = chosen[i];
+    const bool solo = solo_below && scenario->default_world_size() == 1;
+    if (solo && !leader) {
+      // This rank's part is over: rank 0 runs the rest alone, then merges the traces.
+      if (trace && !handed_trace) {
+        attached.reset();
+        gather_rank_traces(*comm, trace_json(*trace, report.provenance));
+        handed_trace = true;
+      }
+      break;
+    }
     RunContext context{device, *instrument, o.run, progress, scratch.path(),
                        trace ? &*trace : nullptr};
-    context.comm = comm.get();
+    context.comm = solo ? nullptr : comm.get();
     context.rank = rank_env ? rank_env->rank : 0;
     context.local_rank = rank_env ? rank_env->local_rank : 0;
     reporters.on_scenario_start(info->name, scenario->variant_names(o.run).size());
@@ -303,21 +364,20 @@ ExitCode run_bench(const BenchOptions& o) {
       failed.error = first_line(e.what());
       result.variants.push_back(failed);
     }
-    if (comm) result = gather_rank_results(*comm, report, result, scenario_index);
-    ++scenario_index;
+    if (context.comm) result = gather_rank_results(*comm, report, result, gather_index++);
+    result.world_size = context.comm ? context.comm->world_size() : 1;
     if (!leader) continue;
     for (const VariantResult& v : result.variants) reporters.on_variant_done(result.name, v);
     reporters.on_scenario_done(result);
-    report.scenarios.push_back(std::move(result));
+    results[i] = std::move(result);
   }
-  if (trace) {
+  // The report lists the scenarios in the order they were asked for.
+  for (auto& r : results) {
+    if (r) report.scenarios.push_back(std::move(*r));
+  }
+  if (trace && !handed_trace) {
     attached.reset();
-    const Provenance& p = report.provenance;
-    std::string json = trace->to_json({{"tool", "harness " + p.tool_version},
-                                       {"git_sha", p.git_sha},
-                                       {"device", p.device_name},
-                                       {"instrument", p.instrument},
-                                       {"started_at", p.started_at}});
+    std::string json = trace_json(*trace, report.provenance);
     if (comm) json = gather_rank_traces(*comm, std::move(json));
     if (leader) write_file_atomically(o.trace_out, json);
   }

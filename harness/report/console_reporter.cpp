@@ -98,6 +98,7 @@ void ConsoleReporter::on_run_start(const Provenance& p) {
 
 void ConsoleReporter::on_scenario_done(const ScenarioResult& s) {
   out_ << "\n== " << s.name << (s.description.empty() ? "" : ": " + s.description) << "\n";
+  if (s.world_size > 1) out_ << "   ranks: " << s.world_size << " (each variant summed over them)\n";
   if (!s.measured_window.empty()) out_ << "   measured: " << s.measured_window << "\n";
   if (!s.config.empty()) {
     std::vector<std::string> settings;

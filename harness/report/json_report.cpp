@@ -98,7 +98,8 @@ ReportJson scenario_json(const ScenarioResult& s, MeasurementWriter& writer) {
   ReportJson out = {{"name", s.name},
                     {"description", s.description},
                     {"measured_window", s.measured_window},
-                    {"config", s.config}};
+                    {"config", s.config},
+                    {"world_size", s.world_size}};
   ReportJson& variants = out["variants"] = ReportJson::array();
   for (const auto& v : s.variants) variants.push_back(variant_json(v, writer));
   ReportJson& tables = out["tables"] = ReportJson::array();

@@ -217,12 +217,15 @@ VariantResult read_variant(const Node& v, const MeasurementReader& reader) {
   return out;
 }
 
-ScenarioResult read_scenario(const Node& s, const MeasurementReader& reader) {
+// `world_size`: the run's, for reports older than 1.1 that had no per-scenario world size.
+ScenarioResult read_scenario(const Node& s, const MeasurementReader& reader, int world_size) {
   ScenarioResult out;
+  out.world_size = world_size;
   out.name = s.member("name").string();
   out.description = opt_string(s, "description");
   out.measured_window = opt_string(s, "measured_window");
   out.config = opt_string_map(s, "config");
+  if (auto n = s.find("world_size")) out.world_size = static_cast<int>(n->integer());
   if (auto n = s.find("variants")) {
     n->for_each_item([&](const Node& v) { out.variants.push_back(read_variant(v, reader)); });
   }
@@ -253,7 +256,7 @@ RunReport report_from_json(const ReportJson& json, const std::string& source_nam
   if (auto p = root.find("provenance")) out.provenance = read_provenance(*p);
   out.warnings = opt_strings(root, "warnings");
   root.member("scenarios").for_each_item([&](const Node& s) {
-    out.scenarios.push_back(read_scenario(s, reader));
+    out.scenarios.push_back(read_scenario(s, reader, out.provenance.world_size));
   });
   return out;
 }

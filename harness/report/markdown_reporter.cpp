@@ -68,6 +68,7 @@ void write_provenance(std::ostringstream& out, const Provenance& p) {
 void write_scenario(std::ostringstream& out, const ScenarioResult& s) {
   out << "\n## " << s.name << "\n\n";
   if (!s.description.empty()) out << s.description << "\n\n";
+  if (s.world_size > 1) out << "Ranks: " << s.world_size << " (each variant summed over them)\n\n";
   if (!s.measured_window.empty()) out << "Measured window: " << s.measured_window << "\n\n";
   if (!s.config.empty()) {
     out << "Config:";

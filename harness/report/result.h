@@ -70,6 +70,7 @@ struct ScenarioResult {
   std::string description;                     // one line
   std::string measured_window;                 // what the counts cover, e.g. "the 5 steps after resume"
   std::map<std::string, std::string> config;   // sizes and settings actually used
+  int world_size = 1;                          // ranks that ran it (variants sum over them)
   std::vector<VariantResult> variants;
   std::vector<ResultTable> tables;
 };

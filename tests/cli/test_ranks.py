@@ -58,6 +58,64 @@ class RankTraces(unittest.TestCase):
         self.assertLess(abs(first[0] - first[1]), 30e6)  # microseconds
 
 
+class ScenariosAtTheirOwnWorldSize(unittest.TestCase):
+    """Scenarios of different default world sizes in one command: each runs as it would alone."""
+
+    @staticmethod
+    def counts(report):
+        return {(s["name"], v["name"]): (s["world_size"], v["per_step"]["launch.count"],
+                                         v["per_step"]["sync.count"], v["per_step"]["d2h.count"])
+                for s in report["scenarios"] for v in s["variants"]}
+
+    def run_report(self, *args):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "report.json")
+            trace = os.path.join(tmp, "trace.json")
+            r = bench(*args, "--device", "sim", "--out", out, "--trace", trace, "--quiet")
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            return r, strict_json(out), strict_json(trace)
+
+    def test_three_scenarios_give_the_counts_each_has_alone(self):
+        variants = ["--variant", "fresh/forloop", "--variant", "consolidate/tensor"]
+        r, together, trace = self.run_report("-s", "fused_adam", "-s", "zero_broadcast",
+                                             "-s", "resume_adam", *variants)
+        self.assertEqual([s["name"] for s in together["scenarios"]],
+                         ["fused_adam", "zero_broadcast", "resume_adam"])  # as asked
+        self.assertEqual(together["provenance"]["world_size"], 2)
+        self.assertIn("ranks: 2", r.stdout)
+        alone = {}
+        for name, variant in (("fused_adam", "fresh/forloop"), ("resume_adam", "fresh/forloop"),
+                              ("zero_broadcast", "consolidate/tensor")):
+            _, report, _ = self.run_report("-s", name, "--variant", variant)
+            alone.update(self.counts(report))
+        self.assertEqual(self.counts(together), alone)
+        got = self.counts(together)
+        self.assertEqual(got[("fused_adam", "fresh/forloop")][:2], (1, 100))  # not 200: not summed
+        self.assertEqual(got[("resume_adam", "fresh/forloop")][0], 1)
+        self.assertEqual(got[("zero_broadcast", "consolidate/tensor")][0], 2)
+        # One trace: both ranks' processes, rank 0's holding the scenarios it ran alone too.
+        events = trace["traceEvents"]
+        names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}
+        self.assertEqual(names, {0: "rank 0", 1: "rank 1"})
+        rank0 = {e["name"] for e in events if e["pid"] == 0 and e["ph"] != "M"}
+        self.assertIn("fused_adam fresh/forloop", rank0)
+
+    def test_nproc_sets_the_world_of_every_scenario(self):
+        _, report, _ = self.run_report("-s", "resume_adam", "-s", "zero_broadcast", "--nproc", "2",
+                                       "--variant", "fresh/forloop", "--variant",
+                                       "consolidate/tensor")
+        got = self.counts(report)
+        self.assertEqual(got[("resume_adam", "fresh/forloop")][:2], (2, 200))  # summed over 2
+
+    def test_all_runs_every_registered_scenario(self):
+        r = bench("--list")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        registered = [line for line in r.stdout.splitlines() if line and not line[0].isspace()]
+        r, report, _ = self.run_report("--scenario", "all", "--variant", "fresh/forloop",
+                                       "--variant", "consolidate/tensor")
+        self.assertEqual(sorted(s["name"] for s in report["scenarios"]), sorted(registered))
+
+
 class ZeroBroadcastRanks(unittest.TestCase):
     def run_ranks(self, nproc):
         with tempfile.TemporaryDirectory() as tmp:

@@ -28,6 +28,14 @@ TEST(JsonReport, RoundTripThroughUnorderedJsonKeepsContents) {
   EXPECT_EQ(back.provenance.git_sha, "abc1234");
 }
 
+TEST(JsonReport, AReportWithoutScenarioWorldSizeTakesTheRunsOne) {
+  ReportJson j = to_json(sample_report());
+  j["schema_version"] = "1.0.0";  // before scenarios[].world_size
+  j["provenance"]["world_size"] = 4;
+  j["scenarios"][0].erase("world_size");
+  EXPECT_EQ(report_from_json(j, "memory").scenarios.at(0).world_size, 4);
+}
+
 TEST(JsonReport, UnitsAndDescriptionsAreWrittenOnceInTheMeasurementsDictionary) {
   const ReportJson j = to_json(sample_report());
   EXPECT_EQ(j["schema_version"], kReportSchemaVersion);

@@ -71,6 +71,7 @@ RunReport sample_report() {
   s.name = "resume_adam";
   s.description = "Adam's step tensor after resuming from a checkpoint";
   s.measured_window = "the 5 steps after resume";
+  s.world_size = 2;
   s.config = {{"params", "4"}, {"steps", "5"}};
   s.variants.push_back(variant("fresh/foreach", 42, 4, 0));
   VariantResult move_all = variant("resume_move_all/foreach", 42, 12, 8);
@@ -122,8 +123,9 @@ bool operator==(const ResultTable& a, const ResultTable& b) {
   return std::tie(a.title, a.columns, a.rows) == std::tie(b.title, b.columns, b.rows);
 }
 bool operator==(const ScenarioResult& a, const ScenarioResult& b) {
-  return std::tie(a.name, a.description, a.measured_window, a.config, a.variants, a.tables) ==
-         std::tie(b.name, b.description, b.measured_window, b.config, b.variants, b.tables);
+  return std::tie(a.name, a.description, a.measured_window, a.config, a.world_size, a.variants,
+                  a.tables) == std::tie(b.name, b.description, b.measured_window, b.config,
+                                        b.world_size, b.variants, b.tables);
 }
 bool operator==(const Provenance& a, const Provenance& b) {
   return std::tie(a.tool_version, a.git_sha, a.git_dirty, a.argv, a.build_type, a.libtorch_version,
