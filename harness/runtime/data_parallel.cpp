@@ -32,17 +32,22 @@ std::unique_ptr<Optimizer> DataParallelStrategy::setup_optimizer(TrainModule& mo
                                                    options_.zero_param_broadcast);
 }
 
-Batch DataParallelStrategy::batch_to_device(const Batch& batch) {
+Batch rank_rows_on_device(const Batch& batch, const Communicator& comm, c10::Device device) {
   const int64_t rows = batch.input.size(0);
-  const int64_t world = comm_.world_size();
+  const int64_t world = comm.world_size();
   if (rows % world != 0) {
     throw InputError("the global batch of " + std::to_string(rows) +
                      " rows does not divide over " + std::to_string(world) + " ranks");
   }
   const int64_t per_rank = rows / world;
-  const int64_t first = per_rank * comm_.rank();
-  return local_.batch_to_device(
-      {batch.input.narrow(0, first, per_rank), batch.target.narrow(0, first, per_rank)});
+  const int64_t first = per_rank * comm.rank();
+  return SingleDeviceStrategy(device, RestorePolicy::Rebuild)
+      .batch_to_device({batch.input.narrow(0, first, per_rank),
+                        batch.target.narrow(0, first, per_rank)});
+}
+
+Batch DataParallelStrategy::batch_to_device(const Batch& batch) {
+  return rank_rows_on_device(batch, comm_, device_);
 }
 
 void DataParallelStrategy::reduce_gradients(TrainModule& module) {

@@ -17,6 +17,10 @@
 
 namespace harness::runtime {
 
+// This rank's rows of the global batch on `device` (the batch size must divide by the world
+// size): what every data parallel strategy trains a rank on.
+Batch rank_rows_on_device(const Batch& batch, const Communicator& comm, c10::Device device);
+
 struct DataParallelOptions {
   int64_t bucket_cap_bytes = 25 * 1024 * 1024;  // DDP's default bucket_cap_mb=25
   // Set: ZeRO-1, the optimizer state sharded over ranks, stepping this Adam on each shard.

@@ -3,13 +3,53 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/mse_loss.h>
 #include <torch/nn/modules/activation.h>
+#include <ATen/ops/empty.h>
+#include <torch/nn/cloneable.h>
+#include <torch/nn/init.h>
 #include <torch/nn/modules/linear.h>
+
+#include <cmath>
+#include <tuple>
 
 #include <mutex>
 
 #include "harness/instrument/phase.h"
 
 namespace harness::runtime {
+namespace {
+
+// A Linear layer's shapes without values: its parameters live on the meta device.
+class MetaLinearImpl : public torch::nn::Cloneable<MetaLinearImpl> {
+ public:
+  MetaLinearImpl(int64_t in_features, int64_t out_features)
+      : in_features_(in_features), out_features_(out_features) {
+    reset();
+  }
+  void reset() override {
+    const auto meta = at::TensorOptions().device(at::kMeta);
+    weight = register_parameter("weight", at::empty({out_features_, in_features_}, meta));
+    bias = register_parameter("bias", at::empty({out_features_}, meta));
+  }
+  at::Tensor forward(const at::Tensor& /*input*/) {
+    TORCH_CHECK(false, "a layer on the meta device has no values: a sharding strategy must "
+                       "materialise it first");
+  }
+  at::Tensor weight, bias;
+
+ private:
+  int64_t in_features_, out_features_;
+};
+TORCH_MODULE(MetaLinear);
+
+}  // namespace
+
+void init_linear_parameters(at::Tensor& weight, at::Tensor& bias) {
+  // LinearImpl::reset_parameters, op for op.
+  torch::nn::init::kaiming_uniform_(weight, std::sqrt(5.0));
+  const auto fans = torch::nn::init::_calculate_fan_in_and_fan_out(weight);
+  const double bound = 1.0 / std::sqrt(static_cast<double>(std::get<0>(fans)));
+  torch::nn::init::uniform_(bias, -bound, bound);
+}
 
 MlpRegression::MlpRegression(const MlpConfig& config, AdamOptions adam)
     : widths_(config.widths), adam_(adam) {
@@ -23,12 +63,16 @@ MlpRegression::MlpRegression(const MlpConfig& config, AdamOptions adam)
   }
   for (size_t i = 0; i + 1 < widths_.size(); ++i) {
     if (i > 0) layers_->push_back(torch::nn::ReLU());
-    layers_->push_back(torch::nn::Linear(widths_[i], widths_[i + 1]));
+    if (config.materialize) {
+      layers_->push_back(torch::nn::Linear(widths_[i], widths_[i + 1]));
+    } else {
+      layers_->push_back(MetaLinear(widths_[i], widths_[i + 1]));
+    }
   }
 }
 
 at::Tensor MlpRegression::training_step(const Batch& batch) {
-  return at::mse_loss(layers_->forward(batch.input), batch.target);
+  return at::mse_loss(run_layers(batch.input), batch.target);
 }
 
 std::unique_ptr<Optimizer> MlpRegression::configure_optimizers() {

@@ -14,13 +14,21 @@ namespace harness::runtime {
 struct MlpConfig {
   std::vector<int64_t> widths;  // input, hidden..., output: {in, h1, ..., out}
   uint64_t seed = 0;
+  // false: the layers' parameters are on the meta device (shapes, no values, no memory), as
+  // `with torch.device("meta")` builds them; a sharding strategy materialises them.
+  bool materialize = true;
 };
+
+// The init torch::nn::Linear gives its parameters (kaiming-uniform weight, uniform bias), in place
+// on tensors of any device, drawing from that device's default generator.
+void init_linear_parameters(at::Tensor& weight, at::Tensor& bias);
 
 class MlpRegression final : public TrainModule {
  public:
   MlpRegression(const MlpConfig& config, AdamOptions adam);
 
   torch::nn::Module& module() override { return *layers_; }
+  torch::nn::Sequential* layers() override { return &layers_; }
   at::Tensor training_step(const Batch& batch) override;
   std::unique_ptr<Optimizer> configure_optimizers() override;
 

@@ -3,6 +3,7 @@
 // torch::nn::Module, a training step that returns the loss, and its optimizer.
 #include <ATen/core/Tensor.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/container/sequential.h>
 
 #include <cstdint>
 #include <memory>
@@ -17,6 +18,15 @@ struct Batch {
   at::Tensor target;
 };
 
+// What runs a module's layers in place of their own forward: a sharding engine gathers each
+// layer's parameters before it runs and frees them after (ZeRO-3 and FSDP wrap a module's layers
+// the same way). Installed on the module, so it outlives the strategy or engine that installed it.
+class LayerRunner {
+ public:
+  virtual ~LayerRunner() = default;
+  virtual at::Tensor forward(torch::nn::Sequential& layers, const at::Tensor& input) = 0;
+};
+
 class TrainModule {
  public:
   virtual ~TrainModule() = default;
@@ -27,6 +37,23 @@ class TrainModule {
   virtual std::unique_ptr<Optimizer> configure_optimizers() = 0;
 
   std::vector<at::Tensor> parameters() { return module().parameters(); }
+
+  // The layers in order, for strategies that shard layer by layer (nullptr: not supported).
+  virtual torch::nn::Sequential* layers() { return nullptr; }
+  // Set by a sharding strategy; nullptr: the layers run their own forward.
+  void set_layer_runner(std::shared_ptr<LayerRunner> runner) { runner_ = std::move(runner); }
+  const std::shared_ptr<LayerRunner>& layer_runner() const { return runner_; }
+
+ protected:
+  // The layers' forward, through the runner when one is installed.
+  at::Tensor run_layers(const at::Tensor& input) {
+    torch::nn::Sequential* seq = layers();
+    TORCH_CHECK(seq != nullptr, "this module has no layers to run");
+    return runner_ ? runner_->forward(*seq, input) : (*seq)->forward(input);
+  }
+
+ private:
+  std::shared_ptr<LayerRunner> runner_;
 };
 
 }  // namespace harness::runtime

@@ -8,6 +8,15 @@
 
 namespace harness::runtime {
 
+const char* to_string(Stage stage) {
+  switch (stage) {
+    case Stage::Fit: return "fit";
+    case Stage::Validate: return "validate";
+    case Stage::Test: return "test";
+  }
+  return "?";
+}
+
 const char* to_string(RestorePolicy policy) {
   switch (policy) {
     case RestorePolicy::MoveAll: return "move_all";

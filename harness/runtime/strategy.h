@@ -19,6 +19,10 @@ enum class RestorePolicy {
 };
 const char* to_string(RestorePolicy policy);
 
+// The trainer's entry points: each starts a stage (Lightning's TrainerFn).
+enum class Stage { Fit, Validate, Test };
+const char* to_string(Stage stage);
+
 class Strategy {
  public:
   virtual ~Strategy() = default;
@@ -29,6 +33,10 @@ class Strategy {
   virtual std::unique_ptr<Optimizer> setup_optimizer(TrainModule& module) {
     return module.configure_optimizers();
   }
+  // At the start of every stage, after the set-up above (phase "setup"): a strategy that runs
+  // the module under an engine builds or reuses it here, and may replace the optimizer.
+  virtual void begin_stage(TrainModule& /*module*/, Stage /*stage*/,
+                           std::unique_ptr<Optimizer>& /*optimizer*/) {}
   virtual Batch batch_to_device(const Batch& batch) = 0;
   // After backward, before the optimizer step (phase "train.grad_sync"): data parallel
   // strategies average the gradients over ranks here.

@@ -19,16 +19,19 @@ std::string CheckpointCallback::path_for(int64_t step) const {
 Trainer::Trainer(Strategy& strategy, const SyntheticRegressionData& data, TrainerConfig config)
     : strategy_(strategy), data_(data), config_(config) {}
 
-void Trainer::setup(TrainModule& module) {
-  if (module_ == &module) return;
+void Trainer::setup(TrainModule& module, Stage stage) {
   Phase phase("setup");
-  strategy_.setup_module(module);
-  optimizer_ = strategy_.setup_optimizer(module);  // after the model is on its device
-  module_ = &module;
+  if (module_ != &module) {
+    strategy_.setup_module(module);
+    optimizer_ = strategy_.setup_optimizer(module);  // after the model is on its device
+    module_ = &module;
+  }
+  strategy_.begin_stage(module, stage, optimizer_);
 }
 
 void Trainer::fit(TrainModule& module, const std::optional<std::string>& ckpt_path) {
-  setup(module);
+  setup(module, Stage::Fit);
+  TORCH_CHECK(optimizer_ != nullptr, "the strategy set up no optimizer for fit");
   if (ckpt_path) {
     Phase phase("checkpoint.load");
     const Checkpoint ckpt = load_checkpoint(*ckpt_path);
@@ -81,8 +84,9 @@ void Trainer::save_checkpoint(const std::string& path) {
   runtime::save_checkpoint(strategy_.make_checkpoint(*module_, *optimizer_, global_step_), path);
 }
 
-double Trainer::evaluate(TrainModule& module, const char* phase_name, int64_t first_batch) {
-  setup(module);
+double Trainer::evaluate(TrainModule& module, Stage stage, int64_t first_batch) {
+  setup(module, stage);
+  const char* phase_name = stage == Stage::Test ? "test" : "validate";
   Phase phase(phase_name);
   module.module().eval();
   c10::AutoGradMode no_grad(false);
@@ -96,7 +100,7 @@ double Trainer::evaluate(TrainModule& module, const char* phase_name, int64_t fi
 }
 
 // Evaluation batches come from far beyond the training batches' indices.
-double Trainer::validate(TrainModule& module) { return evaluate(module, "validate", 1 << 20); }
-double Trainer::test(TrainModule& module) { return evaluate(module, "test", 1 << 21); }
+double Trainer::validate(TrainModule& module) { return evaluate(module, Stage::Validate, 1 << 20); }
+double Trainer::test(TrainModule& module) { return evaluate(module, Stage::Test, 1 << 21); }
 
 }  // namespace harness::runtime

@@ -60,9 +60,9 @@ class Trainer {
   Optimizer* optimizer() { return optimizer_.get(); }
 
  private:
-  void setup(TrainModule& module);
+  void setup(TrainModule& module, Stage stage);
   void train_step(TrainModule& module);
-  double evaluate(TrainModule& module, const char* phase, int64_t first_batch);
+  double evaluate(TrainModule& module, Stage stage, int64_t first_batch);
 
   Strategy& strategy_;
   const SyntheticRegressionData& data_;

@@ -25,87 +25,12 @@
 #include "harness/runtime/mlp.h"
 #include "harness/runtime/trainer.h"
 #include "harness/runtime/zero.h"
+#include "tests/unit/dist_support.h"
 
 namespace harness::runtime {
 namespace {
 
-namespace fs = std::filesystem;
-
-constexpr int64_t kGlobalBatch = 64;
-constexpr int64_t kSteps = 6;
-const MlpConfig kModel{{32, 64, 64, 32, 16, 4}, 42};
-
-struct TempDir {
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "harness-dist-XXXXXX").string();
-    path = ::mkdtemp(pattern.data());
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string path;
-};
-
-void save_tensors(const std::vector<at::Tensor>& tensors, const std::string& path) {
-  c10::List<at::Tensor> list;
-  for (const at::Tensor& t : tensors) list.push_back(t.detach().cpu());
-  const std::vector<char> bytes = torch::jit::pickle_save(list);
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-}
-
-std::vector<at::Tensor> load_tensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  std::vector<at::Tensor> out;
-  const c10::IValue list = torch::jit::pickle_load(bytes);
-  for (const c10::IValue& v : list.toListRef()) out.push_back(v.toTensor());
-  return out;
-}
-
-// Runs body(rank) in `world` child processes; true when every one exits 0 within the timeout.
-bool run_in_processes(int world, const std::function<void(int)>& body,
-                      std::chrono::seconds timeout = std::chrono::seconds(120)) {
-  std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
-    const pid_t pid = ::fork();
-    if (pid == 0) {
-      int code = 0;
-      try {
-        body(r);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-        code = 1;
-      }
-      std::fflush(nullptr);
-      ::_exit(code);
-    }
-    pids.push_back(pid);
-  }
-  bool ok = true;
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  for (pid_t pid : pids) {
-    int status = 0;
-    while (::waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        for (pid_t p : pids) ::kill(p, SIGKILL);
-        ::waitpid(pid, &status, 0);
-        ok = false;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }
-  return ok;
-}
-
-void train_single_device(const std::string& out) {
-  sim::initialize();
-  MlpRegression model(kModel, AdamOptions{});
-  SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
-  SingleDeviceStrategy strategy(sim::device(0), RestorePolicy::Rebuild);
-  Trainer trainer(strategy, data, {kSteps, 1});
-  trainer.fit(model);
-  save_tensors(model.parameters(), out);
-}
+using namespace test;  // NOLINT: the shared rank helpers
 
 void train_data_parallel(int rank, int world, const std::string& dir, DataParallelOptions options) {
   sim::initialize();
@@ -121,19 +46,6 @@ void train_data_parallel(int rank, int world, const std::string& dir, DataParall
   trainer.fit(model);
   save_tensors(model.parameters(), dir + "/rank" + std::to_string(rank) + ".pt");
 }
-
-double max_abs_diff(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double worst = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    worst = std::max(worst, (a[i] - b[i]).abs().max().item<double>());
-  }
-  return worst;
-}
-
-// Distributed training must match single-device training on the same global batch to within
-// float32 summation-order noise (the all-reduce adds the ranks' gradients in another order).
-constexpr double kTolerance = 1e-5;
 
 void expect_matches_single_device(int world, const DataParallelOptions& options) {
   TempDir tmp;

@@ -25,6 +25,20 @@ std::string first_line_of(const char* what) {
   return s.substr(0, s.find('\n'));
 }
 
+class PendingWork final : public PendingCollective {
+ public:
+  PendingWork(c10::intrusive_ptr<c10d::Work> work, std::chrono::milliseconds timeout)
+      : work_(std::move(work)), timeout_(timeout) {}
+  void wait() override {
+    if (work_) work_->wait(timeout_);
+    work_.reset();
+  }
+
+ private:
+  c10::intrusive_ptr<c10d::Work> work_;
+  std::chrono::milliseconds timeout_;
+};
+
 class ProcessGroupCommunicator final : public Communicator {
  public:
   ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Store> store,
@@ -48,6 +62,26 @@ class ProcessGroupCommunicator final : public Communicator {
     o.reduceOp = c10d::ReduceOp::SUM;
     o.timeout = timeout_;
     backend_->allreduce(tensors, o)->wait(timeout_);
+  }
+
+  void all_gather_into(at::Tensor& output, const at::Tensor& input) override {
+    all_gather_into_async(output, input)->wait();
+  }
+
+  std::unique_ptr<PendingCollective> all_gather_into_async(at::Tensor& output,
+                                                           const at::Tensor& input) override {
+    c10d::AllgatherOptions o;
+    o.timeout = timeout_;
+    at::Tensor in = input;
+    return std::make_unique<PendingWork>(backend_->_allgather_base(output, in, o), timeout_);
+  }
+
+  void reduce_scatter_sum(at::Tensor& output, const at::Tensor& input) override {
+    c10d::ReduceScatterOptions o;
+    o.reduceOp = c10d::ReduceOp::SUM;
+    o.timeout = timeout_;
+    at::Tensor in = input;
+    backend_->_reduce_scatter_base(output, in, o)->wait(timeout_);
   }
 
   void barrier() override {

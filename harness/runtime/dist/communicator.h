@@ -17,6 +17,13 @@
 
 namespace harness::runtime {
 
+// A collective issued with async_op=True: wait() blocks until it is done (a "collective wait").
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -29,6 +36,15 @@ class Communicator {
   void broadcast(at::Tensor& tensor, int root);
   // Element-wise sum over ranks, in place.
   virtual void all_reduce_sum(std::vector<at::Tensor>& tensors) = 0;
+  // `output` (world_size x input's elements) gets every rank's `input`, in rank order
+  // (all_gather_into_tensor).
+  virtual void all_gather_into(at::Tensor& output, const at::Tensor& input) = 0;
+  // The same, issued now and waited for by the returned handle (an async_op=True collective).
+  virtual std::unique_ptr<PendingCollective> all_gather_into_async(at::Tensor& output,
+                                                                   const at::Tensor& input) = 0;
+  // `output` gets this rank's slice of the element-wise sum over ranks of `input`
+  // (reduce_scatter_tensor with SUM; input has world_size x output's elements).
+  virtual void reduce_scatter_sum(at::Tensor& output, const at::Tensor& input) = 0;
   virtual void barrier() = 0;
 
   // Bookkeeping through the rendezvous store: not collectives, not counted. get() waits for the

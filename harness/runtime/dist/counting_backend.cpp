@@ -95,6 +95,22 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::allgather(
   return counted(std::move(work), "all_gather", payload_bytes(inputs), std::move(keep_alive));
 }
 
+c10::intrusive_ptr<c10d::Work> CountingBackend::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  std::vector<at::Tensor> inner = for_inner(std::vector<at::Tensor>{output, input});
+  auto work = inner_->_allgather_base(inner[0], inner[1], opts);
+  return counted(std::move(work), "all_gather", static_cast<int64_t>(input.nbytes()),
+                 std::move(inner));
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  std::vector<at::Tensor> inner = for_inner(std::vector<at::Tensor>{output, input});
+  auto work = inner_->_reduce_scatter_base(inner[0], inner[1], opts);
+  return counted(std::move(work), "reduce_scatter", static_cast<int64_t>(input.nbytes()),
+                 std::move(inner));
+}
+
 c10::intrusive_ptr<c10d::Work> CountingBackend::barrier(const c10d::BarrierOptions& opts) {
   return counted(inner_->barrier(opts), "barrier", 0, {});
 }

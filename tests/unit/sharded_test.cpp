@@ -1,0 +1,180 @@
+// The sharded strategy on real ranks (forked first thing, as in dist_test.cpp): training matches
+// single-device training for every set-up path, what one step costs per unit, the unit status
+// machine and the engines of trainer stages.
+#include <gtest/gtest.h>
+
+#include <ATen/ops/allclose.h>
+
+#include <chrono>
+#include <string>
+
+#include "harness/instrument/collector.h"
+#include "harness/instrument/phase.h"
+#include "harness/instrument/sim/sim_device.h"
+#include "harness/runtime/mlp.h"
+#include "harness/runtime/sharded_strategy.h"
+#include "harness/runtime/trainer.h"
+#include "tests/unit/dist_support.h"
+
+namespace harness::runtime {
+namespace {
+
+using test::kGlobalBatch;
+using test::kModel;
+using test::kSteps;
+using test::kTolerance;
+
+std::unique_ptr<Communicator> join(int rank, int world, const std::string& dir) {
+  sim::initialize();
+  RankEnv env;
+  env.rank = rank;
+  env.world_size = world;
+  env.local_rank = rank;
+  return connect(env, {DeviceKind::Sim, "sim"}, {std::chrono::seconds(60), dir + "/store"});
+}
+
+ShardedOptions options_for(ShardedSetup setup, EnginePolicy engines = EnginePolicy::Reuse) {
+  ShardedOptions o;
+  o.setup = setup;
+  o.engines = engines;
+  o.init_seed = kModel.seed;
+  return o;
+}
+
+MlpConfig model_for(ShardedSetup setup, int rank) {
+  MlpConfig c = kModel;
+  c.materialize = builds_on_host(setup, rank);
+  return c;
+}
+
+void train_sharded(int rank, int world, const std::string& dir, ShardedSetup setup) {
+  auto comm = join(rank, world, dir);
+  MlpRegression model(model_for(setup, rank), AdamOptions{});
+  SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
+  ShardedStrategy strategy(*comm, sim::device(rank), options_for(setup));
+  Trainer trainer(strategy, data, {kSteps, 1});
+  trainer.fit(model);
+  const std::vector<at::Tensor> full = strategy.gather_full_parameters();
+  if (rank == 0) test::save_tensors(full, dir + "/" + to_string(setup) + ".pt");
+}
+
+void expect_sharded_matches_single_device(int world) {
+  test::TempDir tmp;
+  ASSERT_TRUE(test::run_in_processes(1, [&](int) { test::train_single_device(tmp.path + "/single.pt"); }));
+  const auto single = test::load_tensors(tmp.path + "/single.pt");
+  std::vector<at::Tensor> first;
+  for (ShardedSetup setup : {ShardedSetup::FullThenShard, ShardedSetup::MetaInit,
+                             ShardedSetup::Rank0Broadcast}) {
+    ASSERT_TRUE(test::run_in_processes(world, [&](int r) { train_sharded(r, world, tmp.path, setup); }))
+        << to_string(setup);
+    const auto trained = test::load_tensors(tmp.path + "/" + to_string(setup) + ".pt");
+    EXPECT_LT(test::max_abs_diff(trained, single), kTolerance) << to_string(setup);
+    // Every set-up path starts from the same values, so trains to bitwise the same ones.
+    if (first.empty()) first = trained;
+    EXPECT_EQ(test::max_abs_diff(trained, first), 0.0) << to_string(setup);
+  }
+}
+
+TEST(Sharded, EverySetupOnTwoRanksMatchesSingleDevice) { expect_sharded_matches_single_device(2); }
+TEST(Sharded, EverySetupOnFourRanksMatchesSingleDevice) { expect_sharded_matches_single_device(4); }
+
+void check(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error(what);
+}
+
+// Per unit and step: one all_gather before forward, one before backward, one reduce_scatter.
+TEST(Sharded, OneStepGathersEachUnitTwiceAndReduceScattersItOnce) {
+  test::TempDir tmp;
+  ASSERT_TRUE(test::run_in_processes(2, [&](int rank) {
+    auto comm = join(rank, 2, tmp.path);
+    MlpRegression model(kModel, AdamOptions{});
+    SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
+    ShardedStrategy strategy(*comm, sim::device(rank), options_for(ShardedSetup::FullThenShard));
+    Trainer trainer(strategy, data, {2, 1});
+    EventCollector collector;
+    {
+      ScopedCollection on(collector);
+      trainer.fit(model);
+    }
+    const Counts counts = collector.snapshot();
+    const int64_t units = 5;  // the Linear layers of 32-64-64-32-16-4
+    auto collective = [&](const char* phase, const char* name) {
+      const auto& c = counts.phases.at(phase).collectives;
+      return c.count(name) ? c.at(name).count : 0;
+    };
+    check(collective("train.forward", "all_gather") == 2 * units, "forward: a gather per unit");
+    check(collective("train.backward", "all_gather") == 2 * units, "backward: a gather per unit");
+    check(collective("train.backward", "reduce_scatter") == 2 * units, "a reduce-scatter per unit");
+    check(collective("setup", "all_gather") == units, "optimizer set-up gathers each unit once");
+    // Each unit's shard: ceil(numel / 2) float32 elements gathered per gather.
+    const int64_t shard_bytes = 4 * ((32 * 64 + 64 + 1) / 2);
+    check(counts.phases.at("setup").collectives.at("all_gather").bytes >= shard_bytes,
+          "gather bytes are the shard's");
+  }));
+}
+
+// The status machine: a unit left INFLIGHT by one engine's prefetch, met by another engine.
+TEST(Sharded, AGatherInAnotherEnginesPrivateRegistryFailsNamingTheUnitAndBothEngines) {
+  test::TempDir tmp;
+  ASSERT_TRUE(test::run_in_processes(1, [&](int) {
+    auto comm = join(0, 1, tmp.path);
+    MlpRegression model(kModel, AdamOptions{});
+    ShardedStrategy strategy(*comm, sim::device(0), options_for(ShardedSetup::FullThenShard));
+    strategy.setup_module(model);
+    ShardedModel& sharded = strategy.model();
+    ShardedEngine first(sharded, {"first", /*private_registry=*/true, /*prefetch=*/true});
+    ShardedEngine second(sharded, {"second", /*private_registry=*/true, /*prefetch=*/true});
+    first.fetch(sharded.units()[0], /*prefetch_next=*/true, /*wrap=*/false);
+    check(sharded.units()[1].status == UnitStatus::Inflight, "the next unit is prefetched");
+    std::string error;
+    try {
+      second.fetch(sharded.units()[1], false, false);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    check(error.find("layer 2 (Linear 64->64) is INFLIGHT") != std::string::npos, error);
+    check(error.find("'second'") != std::string::npos && error.find("'first'") != std::string::npos,
+          error);
+    first.fetch(sharded.units()[1], false, false);  // its own registry has it
+    check(sharded.units()[1].status == UnitStatus::Available, "waited for its own gather");
+  }));
+}
+
+// validate, fit, test on one trainer: hooks and failures of each engine policy.
+void stages(EnginePolicy policy, int64_t expected_engines, int64_t expected_hook_sets) {
+  test::TempDir tmp;
+  ASSERT_TRUE(test::run_in_processes(1, [&](int) {
+    auto comm = join(0, 1, tmp.path);
+    MlpRegression model(kModel, AdamOptions{});
+    SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
+    ShardedStrategy strategy(*comm, sim::device(0),
+                             options_for(ShardedSetup::FullThenShard, policy));
+    Trainer trainer(strategy, data, {2, 1});
+    trainer.validate(model);
+    std::string error;
+    try {
+      trainer.fit(model);
+      trainer.test(model);
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+    if (policy == EnginePolicy::NewPerStagePrivate) {
+      check(error.find("INFLIGHT") != std::string::npos, "expected the #17523 failure: " + error);
+      return;
+    }
+    check(error.empty(), error);
+    check(strategy.engines_built() == expected_engines,
+          "engines built: " + std::to_string(strategy.engines_built()));
+    const int64_t per_engine = strategy.model().hooks_per_engine();
+    check(strategy.model().hooks_installed() == expected_hook_sets * per_engine,
+          "hooks: " + std::to_string(strategy.model().hooks_installed()));
+  }));
+}
+
+TEST(ShardedStages, NewEnginePerStageAddsHooksEachStage) { stages(EnginePolicy::NewPerStage, 3, 3); }
+TEST(ShardedStages, PrivateRegistriesFailAtTheFitEngine) { stages(EnginePolicy::NewPerStagePrivate, 0, 0); }
+TEST(ShardedStages, ReusedEngineIsBuiltOnce) { stages(EnginePolicy::Reuse, 1, 1); }
+TEST(ShardedStages, DestroyedEnginesLeaveOneSetOfHooks) { stages(EnginePolicy::DestroyBetween, 3, 1); }
+
+}  // namespace
+}  // namespace harness::runtime
