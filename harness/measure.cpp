@@ -79,16 +79,32 @@ std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns,
   return out;
 }
 
+namespace {
+
+std::vector<Measurement> convert(const PhaseCounts& c, double divisor, bool launches_measured,
+                                 bool instrument_available) {
+  std::vector<Measurement> ms = to_measurements(c, divisor);
+  for (Measurement& m : ms) {
+    if (!instrument_available || (!launches_measured && m.name == "launch.count")) {
+      m.value.reset();
+    }
+  }
+  return ms;
+}
+
+}  // namespace
+
+void add_phases(VariantResult& result, const Counts& counts, bool launches_measured,
+                bool instrument_available, const std::string& prefix) {
+  for (const auto& [phase, c] : counts.phases) {
+    result.phases[prefix + phase] = convert(c, 1.0, launches_measured, instrument_available);
+  }
+}
+
 void fill_counts(VariantResult& result, const Counts& counts, int64_t steps,
                  bool launches_measured, bool instrument_available) {
   auto convert = [&](const PhaseCounts& c, double divisor) {
-    std::vector<Measurement> ms = to_measurements(c, divisor);
-    for (Measurement& m : ms) {
-      if (!instrument_available || (!launches_measured && m.name == "launch.count")) {
-        m.value.reset();
-      }
-    }
-    return ms;
+    return harness::convert(c, divisor, launches_measured, instrument_available);
   };
   result.measured_steps = steps;
   const PhaseCounts total = counts.total();

@@ -54,6 +54,11 @@ class StepWindow final : public runtime::TrainerCallback {
 std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns,
                                               const std::string& prefix = "step_time");
 
+// Adds each phase of `counts` to result.phases, named `<prefix><phase>` (a phase already there
+// is replaced): for what a scenario measures apart from its steps (a set-up, an evaluation).
+void add_phases(VariantResult& result, const Counts& counts, bool launches_measured,
+                bool instrument_available, const std::string& prefix = "");
+
 // Counts of a window as measurements; launch counts become null when not measured.
 void fill_counts(VariantResult& result, const Counts& counts, int64_t steps,
                  bool launches_measured, bool instrument_available);

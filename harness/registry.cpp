@@ -56,8 +56,10 @@ void Progress::variant_started(const std::string& scenario, const std::string& v
 
 void Progress::variant_finished(const VariantResult& result, double seconds) {
   if (quiet_) return;
-  std::fprintf(stderr, "    %s %s in %.2f s\n", result.name.c_str(),
-               result.ran ? "done" : ("FAILED: " + result.error).c_str(), seconds);
+  const std::string outcome = result.ran                   ? "done"
+                              : result.failed_as_expected() ? "failed as expected: " + result.error
+                                                            : "FAILED: " + result.error;
+  std::fprintf(stderr, "    %s %s in %.2f s\n", result.name.c_str(), outcome.c_str(), seconds);
   std::fflush(stderr);
 }
 

@@ -13,9 +13,11 @@ VariantRunner::VariantRunner(RunContext& context, std::string scenario,
 }
 
 VariantResult VariantRunner::run(const std::string& name,
-                                 const std::function<void(VariantResult&)>& body) {
+                                 const std::function<void(VariantResult&)>& body,
+                                 const std::string& expected_failure) {
   VariantResult r;
   r.name = name;
+  r.expected_failure = expected_failure;
   const bool shown = context_.wants_variant(name);
   if (shown) context_.progress.variant_started(scenario_, name, ++shown_, total_);
   const auto t0 = std::chrono::steady_clock::now();
@@ -27,6 +29,11 @@ VariantResult VariantRunner::run(const std::string& name,
   } catch (const std::exception& e) {
     r.ran = false;
     r.error = first_line(e.what());
+  }
+  if (r.ran && !r.expected_failure.empty()) {
+    r.ran = false;
+    r.error = "expected to fail (" + r.expected_failure + ") but it ran to the end";
+    r.expected_failure.clear();
   }
   if (context_.trace) context_.trace->section_end(section);
   const double seconds =

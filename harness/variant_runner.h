@@ -16,8 +16,11 @@ class VariantRunner {
   VariantRunner(RunContext& context, std::string scenario,
                 const std::vector<std::string>& all_variants);
 
-  // Runs `body` for the variant `name`; exceptions become a failed VariantResult.
-  VariantResult run(const std::string& name, const std::function<void(VariantResult&)>& body);
+  // Runs `body` for the variant `name`; exceptions become a failed VariantResult. With
+  // `expected_failure` (which known failure the variant reproduces) an exception is the expected
+  // outcome, and running to the end is the failure.
+  VariantResult run(const std::string& name, const std::function<void(VariantResult&)>& body,
+                    const std::string& expected_failure = "");
 
  private:
   RunContext& context_;

@@ -15,14 +15,18 @@ std::map<std::string, std::string> TrainingPreset::describe() const {
           {"measured_steps", std::to_string(steps_before)}};
 }
 
-TrainingPreset training_preset(const RunOptions& options) {
+TrainingPreset training_preset(const RunOptions& options, bool allow_large) {
   TrainingPreset p;
   if (options.preset == "small") {
     p = {"small", {32, 64, 64, 32, 16, 4}, 64, 5};
   } else if (options.preset == "seed") {
     p = {"seed", {6875, 2048, 1024, 512, 256, 7}, 32768, 100};
+  } else if (options.preset == "large" && allow_large) {
+    // 4 x (8192 x 8192 + 8192) float32 parameters: 1.0 GiB.
+    p = {"large", {8192, 8192, 8192, 8192, 8192}, 16, 1};
   } else {
-    throw InputError("unknown preset '" + options.preset + "' (known: small, seed)");
+    throw InputError("unknown preset '" + options.preset + "' (known: small, seed" +
+                     (allow_large ? ", large" : "; large for sharded_setup only") + ")");
   }
   if (options.steps < 0) throw InputError("--steps must be positive");
   if (options.steps > 0) p.steps_before = options.steps;

@@ -31,7 +31,8 @@ struct TrainingPreset {
 };
 
 // The preset named by options.preset, with options.steps overriding the measured steps.
+// `allow_large`: also `large` (1 GiB of parameters, for the sharded set-up on a big host).
 // Throws InputError for an unknown preset or a bad step count.
-TrainingPreset training_preset(const RunOptions& options);
+TrainingPreset training_preset(const RunOptions& options, bool allow_large = false);
 
 }  // namespace harness::scenarios

@@ -67,7 +67,7 @@ std::vector<std::string> variant_summary_header() {
 std::string variant_summary_alignment() { return "lrrrrrrrl"; }
 
 std::vector<std::string> variant_summary_cells(const VariantResult& v) {
-  if (!v.ran) return {v.name, "FAILED: " + v.error};
+  if (!v.ran) return {v.name, (v.failed_as_expected() ? "EXPECTED FAILURE: " : "FAILED: ") + v.error};
   std::vector<std::string> cells = {v.name, std::to_string(v.measured_steps)};
   for (const char* name : {"launch.count", "h2d.count", "d2h.count", "d2d.count", "sync.count"}) {
     cells.push_back(format_per_step(value_of(v, std::string("per_step.") + name)));

@@ -74,8 +74,10 @@ ReportJson provenance_json(const Provenance& p) {
 }
 
 ReportJson variant_json(const VariantResult& v, MeasurementWriter& writer) {
-  ReportJson out = {{"name", v.name}, {"axes", v.axes}, {"status", v.ran ? "ok" : "failed"}};
+  const char* status = v.ran ? "ok" : v.failed_as_expected() ? "expected_failure" : "failed";
+  ReportJson out = {{"name", v.name}, {"axes", v.axes}, {"status", status}};
   if (!v.ran) out["error"] = v.error;
+  if (!v.expected_failure.empty()) out["expected_failure"] = v.expected_failure;
   out["measured_steps"] = v.measured_steps;
   out["per_step"] = writer.list(v.per_step);
   out["total"] = writer.list(v.total);

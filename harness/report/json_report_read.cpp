@@ -186,11 +186,17 @@ VariantResult read_variant(const Node& v, const MeasurementReader& reader) {
   out.axes = opt_string_map(v, "axes");
   const Node status = v.member("status");
   const std::string status_text = status.string();
-  if (status_text != "ok" && status_text != "failed") {
-    status.fail("expected \"ok\" or \"failed\", got \"" + status_text + "\"");
+  if (status_text != "ok" && status_text != "failed" && status_text != "expected_failure") {
+    status.fail("expected \"ok\", \"failed\" or \"expected_failure\", got \"" + status_text +
+                "\"");
   }
   out.ran = status_text == "ok";
   out.error = opt_string(v, "error");
+  out.expected_failure = opt_string(v, "expected_failure");
+  if (status_text == "expected_failure" && out.expected_failure.empty()) {
+    status.fail("\"expected_failure\" needs the field expected_failure to say which failure");
+  }
+  if (status_text == "failed") out.expected_failure.clear();
   if (auto n = v.find("measured_steps")) out.measured_steps = n->integer();
   out.per_step = reader.list(v, "per_step");
   out.total = reader.list(v, "total");

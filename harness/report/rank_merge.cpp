@@ -44,6 +44,8 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
       merged.ran = false;
       if (merged.error.empty()) merged.error = "rank " + std::to_string(r) + ": " + v.error;
     }
+    // Failed as expected only if every rank did.
+    if (!v.failed_as_expected()) merged.expected_failure.clear();
     if (r > 0) {
       add_measurements(merged.per_step, v.per_step);
       add_measurements(merged.total, v.total);

@@ -44,6 +44,10 @@ struct VariantResult {
   std::map<std::string, std::string> axes;   // the variant's coordinates, e.g. {"impl": "foreach"}
   bool ran = false;                          // false: it failed; `error` says why
   std::string error;
+  // Non-empty: the variant reproduces a known failure (this says which); failing is its expected
+  // outcome and does not fail the run. One that runs to the end fails instead.
+  std::string expected_failure;
+  bool failed_as_expected() const { return !ran && !expected_failure.empty(); }
   int64_t measured_steps = 0;                // steps in the measured window
   // Counts of the measured window: divided by measured_steps, and in total.
   std::vector<Measurement> per_step;

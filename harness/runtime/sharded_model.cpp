@@ -164,6 +164,7 @@ void ShardedEngine::release(FlatUnit& unit) {
 }
 
 std::unique_ptr<Optimizer> ShardedEngine::setup_optimizer(const AdamOptions& adam) {
+  if (!options_.defragment) return std::make_unique<Adam>(model_.shards(), adam);
   c10::AutoGradMode no_grad(false);
   for (FlatUnit& unit : model_.units()) {
     fetch(unit, /*prefetch_next=*/false, /*wrap=*/false);

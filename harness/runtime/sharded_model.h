@@ -90,6 +90,9 @@ struct EngineOptions {
   std::string name;               // e.g. "validate#1", named in errors
   bool private_registry = false;  // gathers in flight kept by the engine, not the module
   bool prefetch = true;           // issue the next unit's gather when fetching one
+  // DeepSpeed's ZeRO-3 optimizer set-up: every unit gathered once, then the shards defragmented
+  // into one flat device buffer (false: the optimizer just takes the shards, as with FSDP).
+  bool defragment = false;
 };
 
 // An engine over a ShardedModel (DeepSpeed's engine, reduced to what ZeRO-3 does to parameters):
@@ -107,9 +110,9 @@ class ShardedEngine {
   void fetch(FlatUnit& unit, bool prefetch_next, bool wrap);
   // Frees an AVAILABLE unit's full parameter (NOT_AVAILABLE after).
   void release(FlatUnit& unit);
-  // The optimizer over the shards, as DeepSpeed's ZeRO-3 optimizer set-up does it: every
-  // trainable unit gathered once, then the shards defragmented into one flat device buffer (one
-  // D2H per shard, one H2D of the buffer) that the shards become views of.
+  // The optimizer over the shards. With `defragment`, as DeepSpeed's ZeRO-3 optimizer set-up
+  // does it: every trainable unit gathered once, then the shards defragmented into one flat
+  // device buffer (one D2H per shard, one H2D of the buffer) that the shards become views of.
   std::unique_ptr<Optimizer> setup_optimizer(const AdamOptions& adam);
   // Waits for this engine's gathers in flight, releases every unit and removes its hooks.
   void teardown();

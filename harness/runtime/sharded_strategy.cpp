@@ -197,6 +197,7 @@ std::unique_ptr<ShardedEngine> ShardedStrategy::new_engine(Stage stage) {
   o.name = std::string(to_string(stage)) + "#" + std::to_string(engines_built_);
   o.private_registry = options_.engines == EnginePolicy::NewPerStagePrivate;
   o.prefetch = options_.prefetch;
+  o.defragment = options_.deepspeed_optimizer_setup;
   return std::make_unique<ShardedEngine>(model(), o);
 }
 

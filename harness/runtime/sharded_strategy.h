@@ -50,6 +50,8 @@ struct ShardedOptions {
   uint64_t init_seed = 0;  // MetaInit: the seed every rank initialises its units from
   int64_t broadcast_bucket_bytes = 250LL * 1024 * 1024;  // Rank0Broadcast
   bool prefetch = true;
+  // Engines set their optimizer up as DeepSpeed's ZeRO-3 does (see EngineOptions::defragment).
+  bool deepspeed_optimizer_setup = false;
 };
 
 class ShardedStrategy final : public Strategy {

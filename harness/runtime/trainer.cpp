@@ -27,10 +27,16 @@ void Trainer::setup(TrainModule& module, Stage stage) {
     module_ = &module;
   }
   strategy_.begin_stage(module, stage, optimizer_);
+  prepared_ = stage;
+}
+
+void Trainer::setup_unless_prepared(TrainModule& module, Stage stage) {
+  if (!(module_ == &module && prepared_ == stage)) setup(module, stage);
+  prepared_.reset();
 }
 
 void Trainer::fit(TrainModule& module, const std::optional<std::string>& ckpt_path) {
-  setup(module, Stage::Fit);
+  setup_unless_prepared(module, Stage::Fit);
   TORCH_CHECK(optimizer_ != nullptr, "the strategy set up no optimizer for fit");
   if (ckpt_path) {
     Phase phase("checkpoint.load");
@@ -85,7 +91,7 @@ void Trainer::save_checkpoint(const std::string& path) {
 }
 
 double Trainer::evaluate(TrainModule& module, Stage stage, int64_t first_batch) {
-  setup(module, stage);
+  setup_unless_prepared(module, stage);
   const char* phase_name = stage == Stage::Test ? "test" : "validate";
   Phase phase(phase_name);
   module.module().eval();

@@ -55,12 +55,17 @@ class Trainer {
   double validate(TrainModule& module);
   double test(TrainModule& module);
 
+  // Sets the module up for a stage (phase "setup"): the strategy's set-up the first time, then
+  // its begin_stage. fit / validate / test do it themselves; calling it first (to measure the
+  // set-up apart) makes the next call of that stage skip it.
+  void setup(TrainModule& module, Stage stage);
+
   void save_checkpoint(const std::string& path);
   int64_t global_step() const { return global_step_; }
   Optimizer* optimizer() { return optimizer_.get(); }
 
  private:
-  void setup(TrainModule& module, Stage stage);
+  void setup_unless_prepared(TrainModule& module, Stage stage);
   void train_step(TrainModule& module);
   double evaluate(TrainModule& module, Stage stage, int64_t first_batch);
 
@@ -71,6 +76,7 @@ class Trainer {
   TrainModule* module_ = nullptr;  // set up on this trainer's strategy
   std::unique_ptr<Optimizer> optimizer_;
   int64_t global_step_ = 0;
+  std::optional<Stage> prepared_;  // set up by an explicit setup() call, not yet started
 };
 
 }  // namespace harness::runtime

@@ -37,6 +37,7 @@ ShardedOptions options_for(ShardedSetup setup, EnginePolicy engines = EnginePoli
   ShardedOptions o;
   o.setup = setup;
   o.engines = engines;
+  o.deepspeed_optimizer_setup = true;
   o.init_seed = kModel.seed;
   return o;
 }

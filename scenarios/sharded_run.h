@@ -1,0 +1,49 @@
+#pragma once
+// What the sharded scenarios (sharded_setup, engine_reuse) share: one rank's sharded training run
+// (model, data, strategy, trainer), counting a piece of work apart from the measured steps, and
+// the correctness check against single-device training.
+#include <ATen/core/Tensor.h>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/instrument/counts.h"
+#include "harness/report/result.h"
+#include "harness/runtime/mlp.h"
+#include "harness/runtime/sharded_strategy.h"
+#include "harness/runtime/trainer.h"
+#include "harness/scenario.h"
+#include "scenarios/presets.h"
+
+namespace harness::scenarios {
+
+struct ShardedRun {
+  ShardedRun(RunContext& ctx, const TrainingPreset& preset, runtime::ShardedOptions options,
+             int64_t max_steps);
+  // Builds the module (phase "setup.model"): on the host or on meta, as the set-up path wants.
+  void build_model();
+
+  RunContext& ctx;
+  const TrainingPreset& preset;
+  runtime::ShardedOptions options;
+  std::optional<runtime::MlpRegression> model;
+  runtime::SyntheticRegressionData data;
+  runtime::ShardedStrategy strategy;
+  runtime::Trainer trainer;
+};
+
+// What `body` costs, counted on its own (the instrument is on only while it runs).
+Counts count_apart(Instrument& instrument, const std::function<void()>& body);
+
+// Rank 0 trains `preset`'s model on one device for `steps` steps from `initial` (the sharded
+// run's gathered initial parameters) and compares with `trained` (its gathered final ones).
+Correctness check_against_single_device(RunContext& ctx, const TrainingPreset& preset,
+                                        const std::vector<at::Tensor>& initial,
+                                        const std::vector<at::Tensor>& trained, int64_t steps);
+
+// Whether two lists of tensors are bitwise equal.
+bool bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b);
+
+}  // namespace harness::scenarios

@@ -1,0 +1,114 @@
+// sharded_setup (Lightning #8722, which led to `configure_model`): a sharded model built whole on
+// every rank before it is sharded costs every rank the full model in host memory and, moved to the
+// device whole, in device memory too. Variants: the three set-up paths of ShardedStrategy.
+#include <ATen/core/Tensor.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/errors.h"
+#include "harness/measure.h"
+#include "harness/variant_runner.h"
+#include "scenarios/sharded_run.h"
+
+namespace harness::scenarios {
+namespace {
+
+using runtime::ShardedSetup;
+
+constexpr ShardedSetup kSetups[] = {ShardedSetup::FullThenShard, ShardedSetup::MetaInit,
+                                    ShardedSetup::Rank0Broadcast};
+
+int64_t parameter_bytes(const TrainingPreset& preset) {
+  int64_t elements = 0;
+  for (size_t i = 0; i + 1 < preset.widths.size(); ++i) {
+    elements += preset.widths[i] * preset.widths[i + 1] + preset.widths[i + 1];
+  }
+  return 4 * elements;  // float32
+}
+
+class ShardedSetupScenario final : public Scenario {
+ public:
+  int default_world_size() const override { return 2; }
+
+  std::vector<std::string> variant_names(const RunOptions&) const override {
+    std::vector<std::string> names;
+    for (ShardedSetup s : kSetups) names.emplace_back(runtime::to_string(s));
+    return names;
+  }
+
+  ScenarioResult run(RunContext& ctx) override {
+    if (ctx.comm == nullptr) {
+      throw InputError("sharded_setup needs ranks: run it with --nproc N (N >= 2) or under "
+                       "torchrun");
+    }
+    const TrainingPreset preset = training_preset(ctx.options, /*allow_large=*/true);
+    const int64_t n = preset.steps_before;
+    ScenarioResult result;
+    result.name = "sharded_setup";
+    result.description = "setting up a sharded (ZeRO-3 / FSDP) model three ways";
+    result.measured_window =
+        "the set-up (model construction: phase setup.model; sharding and the engine with its "
+        "optimizer: phase setup), then training steps 1.." + std::to_string(n);
+    result.config = preset.describe();
+    result.config.erase("steps_before_checkpoint");
+    result.config["world_size"] = std::to_string(ctx.comm->world_size());
+    result.config["backend"] = ctx.comm->backend_name();
+    result.config["parameter_bytes"] = std::to_string(parameter_bytes(preset));
+    result.config["strategy"] = "sharded (one flat parameter per Linear unit), Adam (foreach)";
+
+    std::optional<std::vector<at::Tensor>> first_trained;
+    std::string first_name;
+    VariantRunner runner(ctx, result.name, variant_names(ctx.options));
+    for (ShardedSetup setup : kSetups) {
+      const std::string name = runtime::to_string(setup);
+      if (!ctx.wants_variant(name)) continue;
+      result.variants.push_back(runner.run(name, [&](VariantResult& r) {
+        r.axes = {{"setup", name}};
+        runtime::ShardedOptions options;
+        options.setup = setup;
+        options.init_seed = preset.model().seed;
+        ShardedRun run(ctx, preset, options, n);
+        const Counts setup_counts = count_apart(ctx.instrument, [&] {
+          run.build_model();
+          run.trainer.setup(*run.model, runtime::Stage::Fit);
+        });
+        const std::vector<at::Tensor> initial = run.strategy.gather_full_parameters();
+        StepWindow window(ctx.instrument, 0, ctx.options.instrument_overhead);
+        run.trainer.add_callback(&window);
+        run.trainer.fit(*run.model);
+        if (window.window_steps() != n) {
+          throw std::runtime_error("the window saw " + std::to_string(window.window_steps()) +
+                                   " steps, expected " + std::to_string(n));
+        }
+        window.finish(r);
+        add_phases(r, setup_counts, ctx.instrument.measures_launches(),
+                   ctx.instrument.available());
+        const std::vector<at::Tensor> trained = run.strategy.gather_full_parameters();
+        r.correctness = check_against_single_device(ctx, preset, initial, trained, n);
+        if (ctx.rank != 0 || !r.correctness.passed) return;
+        // Every path starts from the same values (sim: one generator), so trains to the same.
+        if (!first_trained) {
+          first_trained = trained;
+          first_name = name;
+        } else if (ctx.device.kind == runtime::DeviceKind::Sim &&
+                   !bitwise_equal(trained, *first_trained)) {
+          r.correctness = {true, false, "parameters differ from " + first_name + "'s"};
+        } else if (ctx.device.kind == runtime::DeviceKind::Sim) {
+          r.correctness.detail += "; bitwise equal to " + first_name + "'s";
+        }
+      }));
+    }
+    return result;
+  }
+};
+
+}  // namespace
+}  // namespace harness::scenarios
+
+HARNESS_REGISTER_SCENARIO("sharded_setup",
+                          "a sharded model built whole then sharded, on meta, or broadcast from "
+                          "rank 0: host and device memory and copies of the set-up "
+                          "(Lightning #8722)",
+                          harness::scenarios::ShardedSetupScenario);
