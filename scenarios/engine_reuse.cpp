@@ -109,9 +109,10 @@ class EngineReuse final : public Scenario {
     std::optional<StepWindow> window;
     for (Stage stage : stages) {
       Counts setup = count_apart(ctx.instrument, [&] { run.trainer.setup(*run.model, stage); });
+      // The stage's set-up under its own name, there even when it cost nothing.
+      PhaseCounts& stage_setup = apart.phases["setup." + std::string(to_string(stage))];
       for (auto& [phase, counts] : setup.phases) {
-        apart.phases[phase == "setup" ? "setup." + std::string(to_string(stage)) : phase]
-            .add(counts);
+        (phase == "setup" ? stage_setup : apart.phases[phase]).add(counts);
       }
       if (stage == Stage::Fit) {
         window.emplace(ctx.instrument, 0, ctx.options.instrument_overhead);

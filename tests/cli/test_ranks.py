@@ -116,6 +116,81 @@ class ScenariosAtTheirOwnWorldSize(unittest.TestCase):
         self.assertEqual(sorted(s["name"] for s in report["scenarios"]), sorted(registered))
 
 
+def phase_metric(variant, phase, name):
+    return variant["phases"][phase][name]
+
+
+class ShardedSetupRanks(unittest.TestCase):
+    """sharded_setup: what each set-up path copies and broadcasts, per rank, on 2 and 4 ranks."""
+
+    def run_ranks(self, nproc):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "report.json")
+            gate = os.path.join(SOURCE_DIR, "reports", "gates", "sharded_setup.json")
+            r = bench("--scenario", "sharded_setup", "--device", "sim", "--nproc", str(nproc),
+                      "--out", out, "--gate", gate)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("gate: 13 passed, 0 failed", r.stdout)
+            report = strict_json(out)
+        scenario = report["scenarios"][0]
+        self.assertEqual(scenario["world_size"], nproc)
+        return int(scenario["config"]["parameter_bytes"]), {
+            v["name"]: v for v in scenario["variants"]}
+
+    def check(self, nproc):
+        p, v = self.run_ranks(nproc)
+        h2d = lambda name: phase_metric(v[name], "setup", "h2d.bytes")
+        for r in range(nproc):
+            self.assertEqual(h2d("rank%d/full_then_shard" % r), p)  # the whole model, every rank
+            self.assertEqual(h2d("rank%d/meta_init" % r), 0)
+            self.assertEqual(h2d("rank%d/rank0_broadcast" % r), p if r == 0 else 0)
+            self.assertEqual(phase_metric(v["rank%d/rank0_broadcast" % r], "setup",
+                                          "collective.broadcast.count"), 5)  # one per unit
+        for name in ("full_then_shard", "meta_init", "rank0_broadcast"):
+            self.assertTrue(v[name]["correctness"]["passed"], v[name]["correctness"])
+            # Training steps cost the same after every set-up.
+            self.assertEqual(v[name]["per_step"], v["full_then_shard"]["per_step"])
+
+    def test_two_ranks(self):
+        self.check(2)
+
+    def test_four_ranks(self):
+        self.check(4)
+
+
+class EngineReuseRanks(unittest.TestCase):
+    """engine_reuse: the stage set-ups, the hooks, and the expected #17523 failure."""
+
+    def test_engine_policies_on_two_ranks(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "report.json")
+            gate = os.path.join(SOURCE_DIR, "reports", "gates", "engine_reuse.json")
+            r = bench("--scenario", "engine_reuse", "--device", "sim", "--out", out, "--gate", gate)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)  # the expected failure is no exit 3
+            self.assertIn("gate: 12 passed, 0 failed", r.stdout)
+            self.assertNotIn("failed to run", r.stderr)
+            self.assertIn("EXPECTED FAILURE", r.stdout)
+            report = strict_json(out)
+        v = {x["name"]: x for x in report["scenarios"][0]["variants"]}
+        crashed = v["new_engine_private_registry"]
+        self.assertEqual(crashed["status"], "expected_failure")
+        self.assertIn("layer 0 (Linear 32->64) is INFLIGHT", crashed["error"])
+        self.assertIn("#17523", crashed["expected_failure"])
+        total = lambda name, metric: v[name]["total"][metric]
+        self.assertEqual(total("rank0/new_engine_per_stage", "hooks.installed"),
+                         3 * total("rank0/new_engine_per_stage", "hooks.per_engine"))
+        self.assertEqual(total("rank0/reuse_engine", "hooks.installed"),
+                         total("rank0/reuse_engine", "hooks.per_engine"))
+        self.assertEqual(total("rank0/reuse_engine", "engines.built"), 1)
+        self.assertEqual(total("rank0/destroy_between", "engines.built"), 3)
+        # Switching stages costs the reused engine nothing; a new fit engine gathers again.
+        for phase in ("setup.fit", "setup.test"):
+            self.assertEqual(phase_metric(v["reuse_engine"], phase, "collective.count"), 0)
+            self.assertEqual(phase_metric(v["reuse_engine"], phase, "launch.count"), 0)
+        self.assertGreater(phase_metric(v["new_engine_per_stage"], "setup.fit", "collective.count"), 0)
+        self.assertGreater(phase_metric(v["new_engine_per_stage"], "setup.fit", "d2h.count"), 0)
+
+
 class ZeroBroadcastRanks(unittest.TestCase):
     def run_ranks(self, nproc):
         with tempfile.TemporaryDirectory() as tmp:

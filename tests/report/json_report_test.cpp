@@ -28,6 +28,20 @@ TEST(JsonReport, RoundTripThroughUnorderedJsonKeepsContents) {
   EXPECT_EQ(back.provenance.git_sha, "abc1234");
 }
 
+TEST(JsonReport, AnExpectedFailureRoundTripsWithItsStatus) {
+  RunReport report = sample_report();
+  VariantResult& v = report.scenarios.at(0).variants.at(3);
+  v.expected_failure = "a known crash";
+  const ReportJson j = to_json(report);
+  EXPECT_EQ(j["scenarios"][0]["variants"][3]["status"], "expected_failure");
+  EXPECT_EQ(j["scenarios"][0]["variants"][3]["expected_failure"], "a known crash");
+  const RunReport back = report_from_json(j, "memory");
+  EXPECT_TRUE(back.scenarios.at(0).variants.at(3).failed_as_expected());
+  ReportJson bad = j;
+  bad["scenarios"][0]["variants"][3].erase("expected_failure");
+  EXPECT_THROW(report_from_json(bad, "memory"), InputError);
+}
+
 TEST(JsonReport, AReportWithoutScenarioWorldSizeTakesTheRunsOne) {
   ReportJson j = to_json(sample_report());
   j["schema_version"] = "1.0.0";  // before scenarios[].world_size
@@ -121,7 +135,7 @@ TEST(JsonReport, MalformedFieldIsNamed) {
   j = to_json(sample_report());
   j["scenarios"][0]["variants"][0]["status"] = "maybe";
   EXPECT_CONTAINS(input_error([&] { report_from_json(j, "base.json"); }),
-                  "expected \"ok\" or \"failed\"");
+                  "expected \"ok\", \"failed\" or \"expected_failure\"");
 }
 
 TEST(JsonReport, SchemaVersionIsChecked) {

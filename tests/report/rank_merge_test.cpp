@@ -66,6 +66,20 @@ TEST(RankMerge, NullOnAnyRankIsNullAndFailuresNameTheRank) {
   EXPECT_NE(a.correctness.detail.find("rank 1: differs"), std::string::npos);
 }
 
+TEST(RankMerge, AnExpectedFailureStaysExpectedOnlyIfEveryRankFailedAsExpected) {
+  VariantResult expected = variant("v", 0, 0, 1);
+  expected.ran = false;
+  expected.error = "INFLIGHT";
+  expected.expected_failure = "issue";
+  VariantResult unexpected = expected;
+  unexpected.expected_failure.clear();  // this rank failed some other way
+  const ScenarioResult both = merge_rank_results({scenario({expected}), scenario({expected})});
+  EXPECT_TRUE(both.variants.at(0).failed_as_expected());
+  const ScenarioResult mixed = merge_rank_results({scenario({expected}), scenario({unexpected})});
+  EXPECT_FALSE(mixed.variants.at(0).ran);
+  EXPECT_FALSE(mixed.variants.at(0).failed_as_expected());
+}
+
 TEST(RankMerge, OneRankHasNoPerRankCopiesAndMissingVariantsThrow) {
   EXPECT_EQ(merge_rank_results({scenario({variant("a", 1, 1, 1)})}).variants.size(), 1u);
   EXPECT_THROW(merge_rank_results({scenario({variant("a", 1, 1, 1)}), scenario({})}),

@@ -112,10 +112,11 @@ bool operator==(const SyncSite& a, const SyncSite& b) {
   return std::tie(a.phase, a.op, a.reason, a.count) == std::tie(b.phase, b.op, b.reason, b.count);
 }
 bool operator==(const VariantResult& a, const VariantResult& b) {
-  return std::tie(a.name, a.axes, a.ran, a.error, a.measured_steps, a.per_step, a.total, a.phases,
-                  a.launches_by_op, a.sync_sites, a.timing, a.warnings) ==
-             std::tie(b.name, b.axes, b.ran, b.error, b.measured_steps, b.per_step, b.total,
-                      b.phases, b.launches_by_op, b.sync_sites, b.timing, b.warnings) &&
+  return std::tie(a.name, a.axes, a.ran, a.error, a.expected_failure, a.measured_steps, a.per_step,
+                  a.total, a.phases, a.launches_by_op, a.sync_sites, a.timing, a.warnings) ==
+             std::tie(b.name, b.axes, b.ran, b.error, b.expected_failure, b.measured_steps,
+                      b.per_step, b.total, b.phases, b.launches_by_op, b.sync_sites, b.timing,
+                      b.warnings) &&
          std::tie(a.correctness.checked, a.correctness.passed, a.correctness.detail) ==
              std::tie(b.correctness.checked, b.correctness.passed, b.correctness.detail);
 }
