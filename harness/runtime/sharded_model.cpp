@@ -21,6 +21,15 @@ const char* to_string(UnitStatus status) {
   return "?";
 }
 
+at::Tensor FlatUnit::shard_of(const at::Tensor& flat, int rank) const {
+  at::Tensor shard = at::empty({shard_numel}, flat.options());
+  const int64_t first = shard_numel * rank;
+  const int64_t valid = std::clamp<int64_t>(numel - first, 0, shard_numel);
+  if (valid > 0) shard.narrow(0, 0, valid).copy_(flat.narrow(0, first, valid));
+  if (valid < shard_numel) shard.narrow(0, valid, shard_numel - valid).zero_();
+  return shard;
+}
+
 at::Tensor FlatUnit::weight() const {
   return full.narrow(0, 0, out_features * in_features).view({out_features, in_features});
 }

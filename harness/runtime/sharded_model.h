@@ -46,6 +46,9 @@ struct FlatUnit {
   std::string inflight_by;  // the engine that issued the gather in flight
 
   int64_t padded_numel(int world_size) const { return shard_numel * world_size; }
+  // Rank `rank`'s shard_numel elements of `flat` (the unit's numel elements, unpadded), zeros
+  // where they fall into the padding: a new tensor on flat's device.
+  at::Tensor shard_of(const at::Tensor& flat, int rank) const;
   // Views of `full` as the layer's weight and bias.
   at::Tensor weight() const;
   at::Tensor bias() const;

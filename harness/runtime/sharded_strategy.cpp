@@ -29,6 +29,10 @@ bool builds_on_host(ShardedSetup setup, int rank) {
          (setup == ShardedSetup::Rank0Broadcast && rank == 0);
 }
 
+const char* to_string(ShardedCheckpoint format) {
+  return format == ShardedCheckpoint::Consolidated ? "consolidated" : "per_rank";
+}
+
 const char* to_string(EnginePolicy policy) {
   switch (policy) {
     case EnginePolicy::NewPerStage: return "new_engine_per_stage";
@@ -80,11 +84,7 @@ FlatUnit describe_unit(const LayerParameters& layer, int world) {
 
 // This rank's shard of a unit's flat parameter `flat` (unpadded, on the device).
 void take_shard(FlatUnit& unit, const at::Tensor& flat, int rank) {
-  unit.shard = at::empty({unit.shard_numel}, flat.options());
-  const int64_t first = unit.shard_numel * rank;
-  const int64_t valid = std::clamp<int64_t>(unit.numel - first, 0, unit.shard_numel);
-  if (valid > 0) unit.shard.narrow(0, 0, valid).copy_(flat.narrow(0, first, valid));
-  if (valid < unit.shard_numel) unit.shard.narrow(0, valid, unit.shard_numel - valid).zero_();
+  unit.shard = unit.shard_of(flat, rank);
   unit.shard.set_requires_grad(true);
 }
 
@@ -221,28 +221,22 @@ Batch ShardedStrategy::batch_to_device(const Batch& batch) {
   return rank_rows_on_device(batch, comm_, device_);
 }
 
+at::Tensor ShardedStrategy::gather_unpadded(const FlatUnit& unit, const at::Tensor& shard) {
+  at::Tensor full = at::empty({unit.padded_numel(comm_.world_size())}, shard.options());
+  comm_.all_gather_into(full, shard.detach().contiguous());
+  return full.narrow(0, 0, unit.numel);
+}
+
 std::vector<at::Tensor> ShardedStrategy::gather_full_parameters() {
   c10::AutoGradMode no_grad(false);
   std::vector<at::Tensor> out;
   for (FlatUnit& unit : model().units()) {
-    at::Tensor full = at::empty({unit.padded_numel(comm_.world_size())}, unit.shard.options());
-    comm_.all_gather_into(full, unit.shard.detach());
-    const at::Tensor host = full.to(at::kCPU);
+    const at::Tensor host = gather_unpadded(unit, unit.shard).to(at::kCPU);
     out.push_back(host.narrow(0, 0, unit.out_features * unit.in_features)
                       .view({unit.out_features, unit.in_features}));
     out.push_back(host.narrow(0, unit.out_features * unit.in_features, unit.out_features));
   }
   return out;
-}
-
-Checkpoint ShardedStrategy::make_checkpoint(TrainModule& /*module*/, Optimizer& /*optimizer*/,
-                                            int64_t /*step*/) {
-  throw std::runtime_error("checkpoints of the sharded strategy are not implemented yet");
-}
-
-void ShardedStrategy::restore_checkpoint(const Checkpoint& /*checkpoint*/,
-                                         TrainModule& /*module*/, Optimizer& /*optimizer*/) {
-  throw std::runtime_error("checkpoints of the sharded strategy are not implemented yet");
 }
 
 }  // namespace harness::runtime

@@ -40,6 +40,12 @@ const char* to_string(ShardedSetup setup);
 // Whether this rank builds its module with materialised (host) parameters for `setup`.
 bool builds_on_host(ShardedSetup setup, int rank);
 
+// How a sharded strategy checkpoints: one consolidated file (every unit gathered to rank 0, in the
+// single-device layout, so a single-device run can load it too) or a directory with one file of
+// shards per rank (rank<r>.ckpt; only the same world size can load it).
+enum class ShardedCheckpoint { Consolidated, PerRank };
+const char* to_string(ShardedCheckpoint format);
+
 enum class EnginePolicy { NewPerStage, NewPerStagePrivate, Reuse, DestroyBetween };
 const char* to_string(EnginePolicy policy);
 
@@ -50,6 +56,7 @@ struct ShardedOptions {
   uint64_t init_seed = 0;  // MetaInit: the seed every rank initialises its units from
   int64_t broadcast_bucket_bytes = 250LL * 1024 * 1024;  // Rank0Broadcast
   bool prefetch = true;
+  ShardedCheckpoint checkpoint = ShardedCheckpoint::Consolidated;
   // Engines set their optimizer up as DeepSpeed's ZeRO-3 does (see EngineOptions::defragment).
   bool deepspeed_optimizer_setup = false;
 };
@@ -64,7 +71,13 @@ class ShardedStrategy final : public Strategy {
   std::unique_ptr<Optimizer> setup_optimizer(TrainModule& module) override;
   void begin_stage(TrainModule& module, Stage stage, std::unique_ptr<Optimizer>& optimizer) override;
   Batch batch_to_device(const Batch& batch) override;
+  // Consolidated: collective; the full state on every rank (rank 0 writes it). PerRank: this
+  // rank's shards and optimizer state.
   Checkpoint make_checkpoint(TrainModule& module, Optimizer& optimizer, int64_t step) override;
+  void save_checkpoint_to(const std::string& path, TrainModule& module, Optimizer& optimizer,
+                          int64_t step) override;
+  Checkpoint load_checkpoint_from(const std::string& path) override;
+  // Takes either format (told apart by its entries); InputError when it does not fit the model.
   void restore_checkpoint(const Checkpoint& checkpoint, TrainModule& module,
                           Optimizer& optimizer) override;
 
@@ -79,6 +92,11 @@ class ShardedStrategy final : public Strategy {
   std::vector<FlatUnit> shard_meta_init(TrainModule& module);
   std::vector<FlatUnit> shard_rank0_broadcast(TrainModule& module);
   std::unique_ptr<ShardedEngine> new_engine(Stage stage);
+  // Every rank's `shard` (shard_numel elements of `unit`) gathered, without the padding.
+  at::Tensor gather_unpadded(const FlatUnit& unit, const at::Tensor& shard);
+  Checkpoint consolidated_checkpoint(Optimizer& optimizer, int64_t step);
+  void restore_consolidated(const Checkpoint& checkpoint, Optimizer& optimizer);
+  void restore_per_rank(const Checkpoint& checkpoint, Optimizer& optimizer);
 
   Communicator& comm_;
   c10::Device device_;

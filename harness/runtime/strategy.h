@@ -42,6 +42,14 @@ class Strategy {
   // strategies average the gradients over ranks here.
   virtual void reduce_gradients(TrainModule& /*module*/) {}
   virtual Checkpoint make_checkpoint(TrainModule& module, Optimizer& optimizer, int64_t step) = 0;
+  // Writes the training state to `path` (phase "checkpoint.save"): by default the checkpoint
+  // make_checkpoint gives, as one file. A sharded strategy may write one file per rank instead.
+  virtual void save_checkpoint_to(const std::string& path, TrainModule& module,
+                                  Optimizer& optimizer, int64_t step) {
+    save_checkpoint(make_checkpoint(module, optimizer, step), path);
+  }
+  // Reads what save_checkpoint_to wrote (for restore_checkpoint).
+  virtual Checkpoint load_checkpoint_from(const std::string& path) { return load_checkpoint(path); }
   virtual void restore_checkpoint(const Checkpoint& checkpoint, TrainModule& module,
                                   Optimizer& optimizer) = 0;
 };

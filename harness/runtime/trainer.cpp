@@ -40,7 +40,7 @@ void Trainer::fit(TrainModule& module, const std::optional<std::string>& ckpt_pa
   TORCH_CHECK(optimizer_ != nullptr, "the strategy set up no optimizer for fit");
   if (ckpt_path) {
     Phase phase("checkpoint.load");
-    const Checkpoint ckpt = load_checkpoint(*ckpt_path);
+    const Checkpoint ckpt = strategy_.load_checkpoint_from(*ckpt_path);
     strategy_.restore_checkpoint(ckpt, module, *optimizer_);
     global_step_ = ckpt.global_step;
   }
@@ -87,7 +87,7 @@ void Trainer::train_step(TrainModule& module) {
 void Trainer::save_checkpoint(const std::string& path) {
   TORCH_CHECK(module_ != nullptr && optimizer_, "save_checkpoint before fit()");
   Phase phase("checkpoint.save");
-  runtime::save_checkpoint(strategy_.make_checkpoint(*module_, *optimizer_, global_step_), path);
+  strategy_.save_checkpoint_to(path, *module_, *optimizer_, global_step_);
 }
 
 double Trainer::evaluate(TrainModule& module, Stage stage, int64_t first_batch) {

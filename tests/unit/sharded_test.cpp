@@ -6,6 +6,8 @@
 #include <ATen/ops/allclose.h>
 
 #include <chrono>
+#include <filesystem>
+#include <optional>
 #include <string>
 
 #include "harness/instrument/collector.h"
@@ -23,6 +25,7 @@ using test::kGlobalBatch;
 using test::kModel;
 using test::kSteps;
 using test::kTolerance;
+namespace fs = std::filesystem;
 
 std::unique_ptr<Communicator> join(int rank, int world, const std::string& dir) {
   sim::initialize();
@@ -78,6 +81,64 @@ void expect_sharded_matches_single_device(int world) {
 
 TEST(Sharded, EverySetupOnTwoRanksMatchesSingleDevice) { expect_sharded_matches_single_device(2); }
 TEST(Sharded, EverySetupOnFourRanksMatchesSingleDevice) { expect_sharded_matches_single_device(4); }
+
+// Checkpoints in either format resume to bitwise the parameters of the uninterrupted run.
+void train_with_checkpoint(int rank, int world, const std::string& dir, ShardedCheckpoint format,
+                           bool resume) {
+  auto comm = join(rank, world, dir);
+  MlpRegression model(kModel, AdamOptions{});
+  SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
+  ShardedOptions options = options_for(ShardedSetup::FullThenShard);
+  options.checkpoint = format;
+  ShardedStrategy strategy(*comm, sim::device(rank), options);
+  Trainer trainer(strategy, data, {kSteps, 1});
+  fs::create_directories(dir + "/ckpt");
+  CheckpointCallback save(dir + "/ckpt", kSteps / 2);
+  if (!resume) trainer.add_callback(&save);
+  trainer.fit(model, resume ? std::optional<std::string>(save.path_for(kSteps / 2)) : std::nullopt);
+  const std::vector<at::Tensor> full = strategy.gather_full_parameters();
+  if (rank == 0) test::save_tensors(full, dir + (resume ? "/resumed.pt" : "/straight.pt"));
+}
+
+void expect_resume_is_exact(ShardedCheckpoint format) {
+  test::TempDir tmp;
+  ASSERT_TRUE(test::run_in_processes(2, [&](int r) { train_with_checkpoint(r, 2, tmp.path, format, false); }));
+  ASSERT_TRUE(test::run_in_processes(2, [&](int r) { train_with_checkpoint(r, 2, tmp.path, format, true); }));
+  const auto straight = test::load_tensors(tmp.path + "/straight.pt");
+  const auto resumed = test::load_tensors(tmp.path + "/resumed.pt");
+  EXPECT_EQ(test::max_abs_diff(resumed, straight), 0.0) << to_string(format);
+  const std::string saved = tmp.path + "/ckpt/step=" + std::to_string(kSteps / 2) + ".ckpt";
+  if (format == ShardedCheckpoint::PerRank) {
+    EXPECT_TRUE(fs::exists(saved + "/rank0.ckpt") && fs::exists(saved + "/rank1.ckpt"));
+  } else {
+    EXPECT_TRUE(fs::is_regular_file(saved));
+  }
+}
+
+TEST(ShardedCheckpoints, ConsolidatedResumesBitwise) {
+  expect_resume_is_exact(ShardedCheckpoint::Consolidated);
+}
+TEST(ShardedCheckpoints, PerRankResumesBitwise) { expect_resume_is_exact(ShardedCheckpoint::PerRank); }
+
+// A consolidated checkpoint has the single-device layout: a single-device run resumes from it.
+TEST(ShardedCheckpoints, ConsolidatedLoadsIntoASingleDeviceRun) {
+  test::TempDir tmp;
+  ASSERT_TRUE(test::run_in_processes(2, [&](int r) {
+    train_with_checkpoint(r, 2, tmp.path, ShardedCheckpoint::Consolidated, false);
+  }));
+  ASSERT_TRUE(test::run_in_processes(1, [&](int) {
+    sim::initialize();
+    MlpRegression model(kModel, AdamOptions{});
+    SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
+    SingleDeviceStrategy strategy(sim::device(0), RestorePolicy::Rebuild);
+    Trainer trainer(strategy, data, {kSteps, 1});
+    trainer.fit(model, tmp.path + "/ckpt/step=" + std::to_string(kSteps / 2) + ".ckpt");
+    test::save_tensors(model.parameters(), tmp.path + "/single.pt");
+  }));
+  EXPECT_LT(test::max_abs_diff(test::load_tensors(tmp.path + "/single.pt"),
+                               test::load_tensors(tmp.path + "/straight.pt")),
+            kTolerance);
+}
 
 void check(bool ok, const std::string& what) {
   if (!ok) throw std::runtime_error(what);
