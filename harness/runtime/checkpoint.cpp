@@ -107,6 +107,9 @@ void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
   root.insert("global_step", checkpoint.global_step);
   root.insert("state_dict", model);
   root.insert("optimizer_states", optimizers);
+  Dict metrics = new_dict(c10::StringType::get());
+  for (const auto& [name, tensor] : checkpoint.metrics) metrics.insert(name, tensor.to(at::kCPU));
+  root.insert("metrics", metrics);
 
   const std::vector<char> bytes = torch::jit::pickle_save(root);
   const std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -153,6 +156,16 @@ Checkpoint load_checkpoint(const std::string& path) {
     corrupt(path, "'optimizer_states' must hold exactly one optimizer");
   }
   ckpt.optimizer = optimizer_from_ivalue(optimizers.toListRef()[0], path);
+  auto metrics = d.find("metrics");
+  if (metrics != d.end()) {
+    if (!metrics->value().isGenericDict()) corrupt(path, "'metrics' is not a dict");
+    for (const auto& kv : metrics->value().toGenericDict()) {
+      if (!kv.key().isString() || !kv.value().isTensor()) {
+        corrupt(path, "'metrics' must map names to tensors");
+      }
+      ckpt.metrics.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
+    }
+  }
   return ckpt;
 }
 

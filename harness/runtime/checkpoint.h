@@ -23,6 +23,8 @@ struct Checkpoint {
   int64_t global_step = 0;
   std::vector<std::pair<std::string, at::Tensor>> model;  // parameters and buffers by name
   OptimizerStateDict optimizer;
+  // Persistent metric states by "<metric>.<state>" (key "metrics"; absent in older files).
+  std::vector<std::pair<std::string, at::Tensor>> metrics;
 };
 
 // Writes `checkpoint` to `path` (tensors are copied to the host first, as torch.save does).

@@ -91,6 +91,12 @@ Checkpoint DataParallelStrategy::make_checkpoint(TrainModule& module, Optimizer&
   return local_.make_checkpoint(module, optimizer, step);
 }
 
+void DataParallelStrategy::save_checkpoint_to(const std::string& path, TrainModule& module,
+                                              Optimizer& optimizer, int64_t step) {
+  Checkpoint ckpt = make_checkpoint(module, optimizer, step);
+  if (comm_.rank() == 0) save_checkpoint(ckpt, path);
+}
+
 void DataParallelStrategy::restore_checkpoint(const Checkpoint& checkpoint, TrainModule& module,
                                               Optimizer& optimizer) {
   local_.restore_checkpoint(checkpoint, module, optimizer);

@@ -38,7 +38,12 @@ class DataParallelStrategy final : public Strategy {
   // This rank's rows of the global batch (the batch size must divide by the world size).
   Batch batch_to_device(const Batch& batch) override;
   void reduce_gradients(TrainModule& module) override;
+  Communicator* communicator() override { return &comm_; }
   Checkpoint make_checkpoint(TrainModule& module, Optimizer& optimizer, int64_t step) override;
+  // Rank 0 writes the checkpoint (every replica holds the same parameters); the others write
+  // nothing and do not wait for it.
+  void save_checkpoint_to(const std::string& path, TrainModule& module, Optimizer& optimizer,
+                          int64_t step) override;
   void restore_checkpoint(const Checkpoint& checkpoint, TrainModule& module,
                           Optimizer& optimizer) override;
 

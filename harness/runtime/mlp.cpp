@@ -4,6 +4,7 @@
 #include <ATen/ops/mse_loss.h>
 #include <torch/nn/modules/activation.h>
 #include <ATen/ops/empty.h>
+#include <c10/core/GradMode.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/init.h>
 #include <torch/nn/modules/linear.h>
@@ -53,6 +54,10 @@ void init_linear_parameters(at::Tensor& weight, at::Tensor& bias) {
 
 MlpRegression::MlpRegression(const MlpConfig& config, AdamOptions adam)
     : widths_(config.widths), adam_(adam) {
+  if (config.metrics) {
+    mean_loss_ = std::make_unique<MeanLoss>(/*persistent=*/true);
+    batch_mae_ = std::make_unique<BatchMeanAbsoluteError>(/*persistent=*/true);
+  }
   TORCH_CHECK(widths_.size() >= 2, "an MLP needs at least an input and an output width");
   {
     // nn::Linear initialises from the default CPU generator: seed it for a reproducible model.
@@ -72,7 +77,19 @@ MlpRegression::MlpRegression(const MlpConfig& config, AdamOptions adam)
 }
 
 at::Tensor MlpRegression::training_step(const Batch& batch) {
-  return at::mse_loss(run_layers(batch.input), batch.target);
+  const at::Tensor output = run_layers(batch.input);
+  at::Tensor loss = at::mse_loss(output, batch.target);
+  if (mean_loss_) {
+    c10::AutoGradMode no_grad(false);
+    mean_loss_->update(loss, output, batch.target);
+    batch_mae_->update(loss, output, batch.target);
+  }
+  return loss;
+}
+
+std::vector<Metric*> MlpRegression::metrics() {
+  if (!mean_loss_) return {};
+  return {mean_loss_.get(), batch_mae_.get()};
 }
 
 std::unique_ptr<Optimizer> MlpRegression::configure_optimizers() {

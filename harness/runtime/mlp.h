@@ -17,6 +17,9 @@ struct MlpConfig {
   // false: the layers' parameters are on the meta device (shapes, no values, no memory), as
   // `with torch.device("meta")` builds them; a sharding strategy materialises them.
   bool materialize = true;
+  // true: the module keeps two persistent metrics updated every training step (MeanLoss, a
+  // scalar-state metric, and BatchMeanAbsoluteError, a list-state one).
+  bool metrics = false;
 };
 
 // The init torch::nn::Linear gives its parameters (kaiming-uniform weight, uniform bias), in place
@@ -29,6 +32,7 @@ class MlpRegression final : public TrainModule {
 
   torch::nn::Module& module() override { return *layers_; }
   torch::nn::Sequential* layers() override { return &layers_; }
+  std::vector<Metric*> metrics() override;
   at::Tensor training_step(const Batch& batch) override;
   std::unique_ptr<Optimizer> configure_optimizers() override;
 
@@ -39,6 +43,8 @@ class MlpRegression final : public TrainModule {
   std::vector<int64_t> widths_;
   torch::nn::Sequential layers_;
   AdamOptions adam_;
+  std::unique_ptr<MeanLoss> mean_loss_;
+  std::unique_ptr<BatchMeanAbsoluteError> batch_mae_;
 };
 
 }  // namespace harness::runtime

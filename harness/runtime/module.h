@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "harness/runtime/metric.h"
 #include "harness/runtime/optimizer.h"
 
 namespace harness::runtime {
@@ -38,6 +39,10 @@ class TrainModule {
 
   std::vector<at::Tensor> parameters() { return module().parameters(); }
 
+  // The metrics its training steps update (none by default); the trainer moves them to the
+  // device, the strategy checkpoints their persistent states.
+  virtual std::vector<Metric*> metrics() { return {}; }
+
   // The layers in order, for strategies that shard layer by layer (nullptr: not supported).
   virtual torch::nn::Sequential* layers() { return nullptr; }
   // Set by a sharding strategy; nullptr: the layers run their own forward.
@@ -55,5 +60,20 @@ class TrainModule {
  private:
   std::shared_ptr<LayerRunner> runner_;
 };
+
+// The persistent states of the module's metrics, and their restoring: what every strategy puts in
+// its checkpoints beside the parameters (Lightning: the metrics are in the module's state dict).
+inline std::vector<std::pair<std::string, at::Tensor>> metric_states(TrainModule& module) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  for (Metric* m : module.metrics()) {
+    for (auto& entry : m->state_dict()) out.push_back(std::move(entry));
+  }
+  return out;
+}
+
+inline void load_metric_states(TrainModule& module,
+                               const std::vector<std::pair<std::string, at::Tensor>>& entries) {
+  for (Metric* m : module.metrics()) m->load_state_dict(entries);
+}
 
 }  // namespace harness::runtime

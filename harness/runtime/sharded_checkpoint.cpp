@@ -38,12 +38,15 @@ const at::Tensor& entry(const std::map<std::string, at::Tensor>& model, const st
 
 }  // namespace
 
-Checkpoint ShardedStrategy::make_checkpoint(TrainModule& /*module*/, Optimizer& optimizer,
+Checkpoint ShardedStrategy::make_checkpoint(TrainModule& module, Optimizer& optimizer,
                                             int64_t step) {
   if (options_.checkpoint == ShardedCheckpoint::Consolidated) {
-    return consolidated_checkpoint(optimizer, step);
+    Checkpoint ckpt = consolidated_checkpoint(optimizer, step);
+    ckpt.metrics = metric_states(module);  // rank 0's, as with DDP
+    return ckpt;
   }
   Checkpoint ckpt;
+  ckpt.metrics = metric_states(module);  // this rank's
   ckpt.global_step = step;
   for (size_t i = 0; i < model().units().size(); ++i) {
     ckpt.model.emplace_back(shard_name(i), model().units()[i].shard.detach());
@@ -98,14 +101,12 @@ void ShardedStrategy::save_checkpoint_to(const std::string& path, TrainModule& m
   const Checkpoint ckpt = make_checkpoint(module, optimizer, step);  // collective if consolidated
   if (options_.checkpoint == ShardedCheckpoint::Consolidated) {
     if (comm_.rank() == 0) save_checkpoint(ckpt, path);
-    comm_.barrier();  // the file exists for every rank once this returns
     return;
   }
   std::error_code ec;
   fs::create_directories(path, ec);
   if (ec) throw InputError("cannot create the checkpoint directory " + path + ": " + ec.message());
   save_checkpoint(ckpt, rank_file(path, comm_.rank()));
-  comm_.barrier();
 }
 
 Checkpoint ShardedStrategy::load_checkpoint_from(const std::string& path) {
@@ -118,10 +119,11 @@ Checkpoint ShardedStrategy::load_checkpoint_from(const std::string& path) {
   return load_checkpoint(file);
 }
 
-void ShardedStrategy::restore_checkpoint(const Checkpoint& ckpt, TrainModule& /*module*/,
+void ShardedStrategy::restore_checkpoint(const Checkpoint& ckpt, TrainModule& module,
                                          Optimizer& optimizer) {
   const bool per_rank = !ckpt.model.empty() && ckpt.model.front().first == shard_name(0);
   per_rank ? restore_per_rank(ckpt, optimizer) : restore_consolidated(ckpt, optimizer);
+  load_metric_states(module, ckpt.metrics);
 }
 
 void ShardedStrategy::restore_per_rank(const Checkpoint& ckpt, Optimizer& optimizer) {

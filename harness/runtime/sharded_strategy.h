@@ -66,13 +66,14 @@ class ShardedStrategy final : public Strategy {
   ShardedStrategy(Communicator& comm, c10::Device device, ShardedOptions options);
 
   c10::Device root_device() const override { return device_; }
+  Communicator* communicator() override { return &comm_; }
   // Shards the module's Linear layers (once: a module already sharded is left as it is).
   void setup_module(TrainModule& module) override;
   std::unique_ptr<Optimizer> setup_optimizer(TrainModule& module) override;
   void begin_stage(TrainModule& module, Stage stage, std::unique_ptr<Optimizer>& optimizer) override;
   Batch batch_to_device(const Batch& batch) override;
-  // Consolidated: collective; the full state on every rank (rank 0 writes it). PerRank: this
-  // rank's shards and optimizer state.
+  // Consolidated: collective; the full state on every rank (rank 0 writes it, no rank waits for
+  // the file). PerRank: this rank's shards, optimizer state and metric states.
   Checkpoint make_checkpoint(TrainModule& module, Optimizer& optimizer, int64_t step) override;
   void save_checkpoint_to(const std::string& path, TrainModule& module, Optimizer& optimizer,
                           int64_t step) override;

@@ -46,6 +46,7 @@ Checkpoint SingleDeviceStrategy::make_checkpoint(TrainModule& module, Optimizer&
     ckpt.model.emplace_back(item.key(), item.value());
   }
   ckpt.optimizer = optimizer.state_dict();
+  ckpt.metrics = metric_states(module);
   return ckpt;
 }
 
@@ -71,6 +72,7 @@ void SingleDeviceStrategy::restore_checkpoint(const Checkpoint& ckpt, TrainModul
   }
 
   optimizer.load_state_dict(ckpt.optimizer);
+  load_metric_states(module, ckpt.metrics);
   if (policy_ == RestorePolicy::Rebuild) return;
   optimizer.for_each_state_tensor([this](const std::string& key, at::Tensor& value) {
     if (policy_ == RestorePolicy::KeepStep && key == "step") return;

@@ -12,6 +12,8 @@
 
 namespace harness::runtime {
 
+class Communicator;
+
 enum class RestorePolicy {
   MoveAll,   // every optimizer state tensor moved to the device, `step` included (Lightning < 2.4)
   KeepStep,  // every optimizer state tensor but `step` moved to the device (Lightning >= 2.4)
@@ -27,6 +29,8 @@ class Strategy {
  public:
   virtual ~Strategy() = default;
   virtual c10::Device root_device() const = 0;
+  // The process group of a strategy with ranks (nullptr: one process).
+  virtual Communicator* communicator() { return nullptr; }
   // Puts the model on the device (phase "setup").
   virtual void setup_module(TrainModule& module) = 0;
   // The optimizer the trainer steps (default: the module's own; ZeRO wraps it).

@@ -5,8 +5,13 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "harness/instrument/phase.h"
+#include "harness/runtime/dist/communicator.h"
 
 namespace harness::runtime {
+
+const char* to_string(MetricCheckpointing policy) {
+  return policy == MetricCheckpointing::StrategyOwned ? "strategy_owned" : "trainer_syncs_on_save";
+}
 
 void CheckpointCallback::on_train_step_end(Trainer& trainer, int64_t step) {
   if (every_n_steps_ > 0 && step % every_n_steps_ == 0) trainer.save_checkpoint(path_for(step));
@@ -23,6 +28,7 @@ void Trainer::setup(TrainModule& module, Stage stage) {
   Phase phase("setup");
   if (module_ != &module) {
     strategy_.setup_module(module);
+    for (Metric* m : module.metrics()) m->to(strategy_.root_device());
     optimizer_ = strategy_.setup_optimizer(module);  // after the model is on its device
     module_ = &module;
   }
@@ -42,6 +48,11 @@ void Trainer::fit(TrainModule& module, const std::optional<std::string>& ckpt_pa
     Phase phase("checkpoint.load");
     const Checkpoint ckpt = strategy_.load_checkpoint_from(*ckpt_path);
     strategy_.restore_checkpoint(ckpt, module, *optimizer_);
+    Communicator* comm = strategy_.communicator();
+    if (config_.metric_checkpointing == MetricCheckpointing::TrainerSyncsOnSave && comm &&
+        comm->rank() != 0) {
+      for (Metric* m : module.metrics()) m->reset();  // rank 0 holds the synced states
+    }
     global_step_ = ckpt.global_step;
   }
   module.module().train();
@@ -87,7 +98,19 @@ void Trainer::train_step(TrainModule& module) {
 void Trainer::save_checkpoint(const std::string& path) {
   TORCH_CHECK(module_ != nullptr && optimizer_, "save_checkpoint before fit()");
   Phase phase("checkpoint.save");
+  const bool trainer_syncs =
+      config_.metric_checkpointing == MetricCheckpointing::TrainerSyncsOnSave;
+  if (trainer_syncs) {
+    Phase sync("checkpoint.metric_sync");
+    for (Metric* m : module_->metrics()) {
+      m->set_persistent(true);
+      m->sync(strategy_.communicator());
+    }
+  }
   strategy_.save_checkpoint_to(path, *module_, *optimizer_, global_step_);
+  if (trainer_syncs) {
+    for (Metric* m : module_->metrics()) m->unsync();
+  }
 }
 
 double Trainer::evaluate(TrainModule& module, Stage stage, int64_t first_batch) {

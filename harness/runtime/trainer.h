@@ -38,9 +38,18 @@ class CheckpointCallback final : public TrainerCallback {
   int64_t every_n_steps_;
 };
 
+// Who decides what a checkpoint holds of the module's metrics (Lightning #12193).
+enum class MetricCheckpointing {
+  StrategyOwned,       // Lightning >= 2.0: each rank's states, where the strategy puts them
+  TrainerSyncsOnSave,  // before: the trainer syncs every metric (persistent) around each save and
+                       // resets the metrics of ranks other than 0 after a load
+};
+const char* to_string(MetricCheckpointing policy);
+
 struct TrainerConfig {
   int64_t max_steps = 10;
   int64_t eval_batches = 2;  // batches per validate() / test()
+  MetricCheckpointing metric_checkpointing = MetricCheckpointing::StrategyOwned;
 };
 
 class Trainer {

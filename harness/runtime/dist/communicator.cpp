@@ -64,6 +64,14 @@ class ProcessGroupCommunicator final : public Communicator {
     backend_->allreduce(tensors, o)->wait(timeout_);
   }
 
+  void all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) override {
+    c10d::AllgatherOptions o;
+    o.timeout = timeout_;
+    std::vector<std::vector<at::Tensor>> out = {outputs};
+    std::vector<at::Tensor> in = {input};
+    backend_->allgather(out, in, o)->wait(timeout_);
+  }
+
   void all_gather_into(at::Tensor& output, const at::Tensor& input) override {
     all_gather_into_async(output, input)->wait();
   }

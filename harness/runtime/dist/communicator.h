@@ -36,6 +36,8 @@ class Communicator {
   void broadcast(at::Tensor& tensor, int root);
   // Element-wise sum over ranks, in place.
   virtual void all_reduce_sum(std::vector<at::Tensor>& tensors) = 0;
+  // outputs[r] gets rank r's `input` (torch.distributed.all_gather into a list).
+  virtual void all_gather(std::vector<at::Tensor>& outputs, const at::Tensor& input) = 0;
   // `output` (world_size x input's elements) gets every rank's `input`, in rank order
   // (all_gather_into_tensor).
   virtual void all_gather_into(at::Tensor& output, const at::Tensor& input) = 0;
