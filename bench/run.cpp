@@ -317,6 +317,11 @@ ExitCode run_bench(const BenchOptions& o) {
     if (rank_env) trace->set_process(rank_env->rank, "rank " + std::to_string(rank_env->rank));
   }
   ScratchDir scratch;
+  std::string shared_dir = scratch.path();
+  if (comm) {
+    if (comm->rank() == 0) comm->store_set("shared_dir", shared_dir);
+    shared_dir = comm->store_get("shared_dir");
+  }
   Progress progress(o.run.quiet || !leader);
   // Each scenario runs at its own world size when the ranks' number came from the scenarios'
   // defaults: those of one process run on rank 0 alone, after the others (so that no rank waits
@@ -348,6 +353,7 @@ ExitCode run_bench(const BenchOptions& o) {
     RunContext context{device, *instrument, o.run, progress, scratch.path(),
                        trace ? &*trace : nullptr};
     context.comm = solo ? nullptr : comm.get();
+    context.shared_dir = shared_dir;
     context.rank = rank_env ? rank_env->rank : 0;
     context.local_rank = rank_env ? rank_env->local_rank : 0;
     reporters.on_scenario_start(info->name, scenario->variant_names(o.run).size());

@@ -50,6 +50,9 @@ struct RunContext {
   Progress& progress;
   std::string scratch_dir;  // a private directory for checkpoints, removed after the run
   TraceRecorder* trace = nullptr;  // the run's timeline when --trace is given
+  // A directory every rank reads and writes: rank 0's scratch directory (ranks on one host; under
+  // torchrun on several hosts it must be on a shared file system). scratch_dir without ranks.
+  std::string shared_dir;
   // This rank's process group when the run has ranks (--nproc, torchrun); nullptr otherwise.
   runtime::Communicator* comm = nullptr;
   int rank = 0;        // this process's rank (0 without ranks)

@@ -89,7 +89,15 @@ ScenarioResult merge_rank_results(const std::vector<ScenarioResult>& per_rank) {
   ScenarioResult merged = per_rank.front();
   merged.variants.clear();
   const size_t world = per_rank.size();
+  auto alone = [](const VariantResult& v) {
+    auto it = v.axes.find("ranks");
+    return it != v.axes.end() && it->second == "1";
+  };
   for (const VariantResult& v : per_rank.front().variants) {
+    if (alone(v)) {
+      merged.variants.push_back(v);  // rank 0 ran it by itself
+      continue;
+    }
     std::vector<const VariantResult*> ranks;
     for (size_t r = 0; r < world; ++r) {
       const VariantResult* found = find_variant(per_rank[r], v.name);
@@ -103,6 +111,7 @@ ScenarioResult merge_rank_results(const std::vector<ScenarioResult>& per_rank) {
   }
   if (world > 1) {
     for (const VariantResult& v : per_rank.front().variants) {
+      if (alone(v)) continue;
       for (size_t r = 0; r < world; ++r) {
         VariantResult own = *find_variant(per_rank[r], v.name);
         own.name = "rank" + std::to_string(r) + "/" + v.name;

@@ -8,7 +8,8 @@
 //   - ran only if every rank ran it (errors name the rank); correctness failed if any rank's
 //     check failed, else the checked ranks' details;
 //   - axes + {"ranks": "<world size>"}.
-// Then, when there is more than one rank, each rank's own result as variant "rank<r>/<name>" with
+// A variant rank 0 ran by itself (axis {"ranks": "1"}; the other ranks have no result for it) is
+// kept as it is. Then, when there is more than one rank, each rank's own result as variant "rank<r>/<name>" with
 // axis {"rank": "<r>"}, so the per-rank counts stay in the report and gates can address them.
 #include <vector>
 

@@ -191,6 +191,47 @@ class EngineReuseRanks(unittest.TestCase):
         self.assertGreater(phase_metric(v["new_engine_per_stage"], "setup.fit", "d2h.count"), 0)
 
 
+class MetricSyncRanks(unittest.TestCase):
+    """metric_sync: what a save costs each way, on 1 and 2 ranks, and whether resumes are right."""
+
+    def test_metric_checkpointing_on_one_and_two_ranks(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "report.json")
+            gate = os.path.join(SOURCE_DIR, "reports", "gates", "metric_sync.json")
+            r = bench("--scenario", "metric_sync", "--device", "sim", "--out", out, "--gate", gate)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("gate: 7 passed, 0 failed", r.stdout)
+            report = strict_json(out)
+        v = {x["name"]: x for x in report["scenarios"][0]["variants"]}
+        save = lambda name, what: v[name]["total"]["save." + what]
+        # The one-process variants ran on rank 0 alone: not summed, no per-rank copies.
+        self.assertEqual(v["world1/strategy_owned"]["axes"]["ranks"], "1")
+        self.assertNotIn("rank1/world1/strategy_owned", v)
+        # Per rank and save, the pre-fix trainer: 3 states (2 scalar, 1 with dims) -> 3 barriers,
+        # 2 + 2 x 1 all_gathers, 1 H2D (the list state's shape).
+        for rank in (0, 1):
+            name = "rank%d/world2/trainer_syncs_on_save" % rank
+            self.assertEqual(phase_metric(v[name], "checkpoint.metric_sync",
+                                          "collective.barrier.count"), 2 * 3)  # 2 saves
+            self.assertEqual(phase_metric(v[name], "checkpoint.metric_sync",
+                                          "collective.all_gather.count"), 2 * 4)
+            self.assertEqual(save(name, "h2d.count"), 1)
+        for name in ("world1/strategy_owned", "world2/strategy_owned",
+                     "sharded_checkpoint/strategy_owned", "world1/trainer_syncs_on_save"):
+            self.assertEqual(save(name, "collective.count"), 0, name)
+        # Right and wrong resumes: the pre-fix trainer is right (rank 0 holds the synced states,
+        # the others reset); with the fix, DDP's one rank-0 file makes every rank resume with
+        # rank 0's states, while per-rank files keep each rank's.
+        correct = {name: v[name]["correctness"]["passed"] for name in v if "/" in name
+                   and not name.startswith("rank")}
+        self.assertEqual(correct, {
+            "world1/trainer_syncs_on_save": True, "world1/strategy_owned": True,
+            "world2/trainer_syncs_on_save": True, "world2/strategy_owned": False,
+            "sharded_checkpoint/trainer_syncs_on_save": True,
+            "sharded_checkpoint/strategy_owned": True})
+        self.assertIn("stood in for another's", v["world2/strategy_owned"]["correctness"]["detail"])
+
+
 class ZeroBroadcastRanks(unittest.TestCase):
     def run_ranks(self, nproc):
         with tempfile.TemporaryDirectory() as tmp:

@@ -80,6 +80,18 @@ TEST(RankMerge, AnExpectedFailureStaysExpectedOnlyIfEveryRankFailedAsExpected) {
   EXPECT_FALSE(mixed.variants.at(0).failed_as_expected());
 }
 
+TEST(RankMerge, AVariantRankZeroRanAloneIsKeptAsItIs) {
+  VariantResult solo = variant("world1/x", 2, 3, 1);
+  solo.axes["ranks"] = "1";
+  const ScenarioResult merged = merge_rank_results(
+      {scenario({variant("v", 1, 1, 1), solo}), scenario({variant("v", 1, 1, 1)})});
+  ASSERT_EQ(merged.variants.size(), 4u);  // v, world1/x, rank0/v, rank1/v
+  const VariantResult* kept = find_variant(merged, "world1/x");
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(kept->per_step.at(0).value, 2);  // not summed
+  EXPECT_EQ(find_variant(merged, "rank0/world1/x"), nullptr);
+}
+
 TEST(RankMerge, OneRankHasNoPerRankCopiesAndMissingVariantsThrow) {
   EXPECT_EQ(merge_rank_results({scenario({variant("a", 1, 1, 1)})}).variants.size(), 1u);
   EXPECT_THROW(merge_rank_results({scenario({variant("a", 1, 1, 1)}), scenario({})}),
