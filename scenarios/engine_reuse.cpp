@@ -42,8 +42,9 @@ class EngineReuse final : public Scenario {
 
   ScenarioResult run(RunContext& ctx) override {
     if (ctx.comm == nullptr) {
-      throw InputError("engine_reuse needs ranks: run it with --nproc N (N >= 2) or under "
-                       "torchrun");
+      throw InputError(
+          "engine_reuse needs ranks: run it with --nproc N (N >= 2) or under "
+          "torchrun");
     }
     const TrainingPreset preset = training_preset(ctx.options);
     const int64_t n = preset.steps_before;
@@ -52,7 +53,8 @@ class EngineReuse final : public Scenario {
     result.description = "validate, fit, test on one sharded module: an engine per stage or one";
     result.measured_window =
         "each stage's set-up (phases setup.validate, setup.fit, setup.test), the validation and "
-        "test passes (phases validate, test), and training steps 1.." + std::to_string(n);
+        "test passes (phases validate, test), and training steps 1.." +
+        std::to_string(n);
     result.config = preset.describe();
     result.config.erase("steps_before_checkpoint");
     result.config["world_size"] = std::to_string(ctx.comm->world_size());
@@ -128,8 +130,8 @@ class EngineReuse final : public Scenario {
     }
     if (!window) throw std::logic_error("engine_reuse runs a fit stage");
     add_phases(*r, apart, launches, available);
-    r->total.push_back({"engines.built", static_cast<double>(run.strategy.engines_built()),
-                        "count", "engines built over the stages"});
+    r->total.push_back({"engines.built", static_cast<double>(run.strategy.engines_built()), "count",
+                        "engines built over the stages"});
     r->total.push_back({"hooks.installed",
                         static_cast<double>(run.strategy.model().hooks_installed()), "count",
                         "hooks on the module after the last stage"});

@@ -65,16 +65,21 @@ class MetricSync final : public Scenario {
 
   ScenarioResult run(RunContext& ctx) override {
     if (ctx.comm == nullptr || ctx.comm->world_size() < 2) {
-      throw InputError("metric_sync needs 2 or more ranks: run it with --nproc N (N >= 2) or "
-                       "under torchrun");
+      throw InputError(
+          "metric_sync needs 2 or more ranks: run it with --nproc N (N >= 2) or "
+          "under torchrun");
     }
     const TrainingPreset preset = training_preset(ctx.options);
     const int64_t k = preset.steps_before;
     ScenarioResult result;
     result.name = "metric_sync";
-    result.description = "who checkpoints metric states: the trainer (sync on save) or the strategy";
-    result.measured_window = "training steps 1.." + std::to_string(2 * k) + " with a checkpoint "
-                             "saved every " + std::to_string(k) + " (phases checkpoint.*; "
+    result.description =
+        "who checkpoints metric states: the trainer (sync on save) or the strategy";
+    result.measured_window = "training steps 1.." + std::to_string(2 * k) +
+                             " with a checkpoint "
+                             "saved every " +
+                             std::to_string(k) +
+                             " (phases checkpoint.*; "
                              "total.save.* per save)";
     result.config = preset.describe();
     result.config.erase("steps_before_checkpoint");
@@ -83,10 +88,10 @@ class MetricSync final : public Scenario {
     result.config["metrics"] = "mean_loss (2 scalar sum states), batch_mae (1 cat list state)";
     result.config["world_size"] = std::to_string(ctx.comm->world_size());
     result.config["backend"] = ctx.comm->backend_name();
-    result.tables.push_back({"per checkpoint save, on rank 0 (the merged variants sum the ranks: total.save.*)",
-                             {"variant", "collectives", "syncs", "H2D", "D2H", "launches",
-                              "resume correct"},
-                             {}});
+    result.tables.push_back(
+        {"per checkpoint save, on rank 0 (the merged variants sum the ranks: total.save.*)",
+         {"variant", "collectives", "syncs", "H2D", "D2H", "launches", "resume correct"},
+         {}});
 
     VariantRunner runner(ctx, result.name, variant_names(ctx.options));
     for (const Variant& variant : kVariants) {
@@ -125,8 +130,8 @@ class MetricSync final : public Scenario {
       uninterrupted = run.final_values();
     }
     // Per save: everything the checkpoint phases cost, divided by the saves.
-    for (const char* what : {"collective.count", "sync.count", "h2d.count", "d2h.count",
-                             "launch.count"}) {
+    for (const char* what :
+         {"collective.count", "sync.count", "h2d.count", "d2h.count", "launch.count"}) {
       double sum = 0;
       bool measured = false;
       for (const auto& [phase, values] : r.phases) {
@@ -138,14 +143,13 @@ class MetricSync final : public Scenario {
           }
         }
       }
-      r.total.push_back({std::string("save.") + what,
-                         measured ? std::optional<double>(sum / 2) : std::nullopt, "count",
-                         std::string("per checkpoint save: ") + what + " of the checkpoint.* phases"});
+      r.total.push_back(
+          {std::string("save.") + what, measured ? std::optional<double>(sum / 2) : std::nullopt,
+           "count", std::string("per checkpoint save: ") + what + " of the checkpoint.* phases"});
     }
     // Run B: resumed from the step-K checkpoint, to the same end.
     Run resumed(ctx, preset, variant, 2 * k);
-    resumed.trainer.fit(resumed.model,
-                        runtime::CheckpointCallback(dir, k).path_for(k));
+    resumed.trainer.fit(resumed.model, runtime::CheckpointCallback(dir, k).path_for(k));
     r.correctness = compare(uninterrupted, resumed.final_values(), ctx.rank);
   }
 
@@ -195,7 +199,9 @@ class MetricSync final : public Scenario {
   };
 
   static Correctness compare(const Final& want, const Final& got, int rank) {
-    auto close = [](double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(1.0, std::abs(a)); };
+    auto close = [](double a, double b) {
+      return std::abs(a - b) <= 1e-6 * std::max(1.0, std::abs(a));
+    };
     const bool ok = got.count == want.count && close(want.mean_loss, got.mean_loss) &&
                     close(want.batch_mae, got.batch_mae);
     char detail[320];

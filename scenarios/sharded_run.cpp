@@ -10,8 +10,8 @@
 
 namespace harness::scenarios {
 
-ShardedRun::ShardedRun(RunContext& context, const TrainingPreset& p,
-                       runtime::ShardedOptions o, int64_t max_steps)
+ShardedRun::ShardedRun(RunContext& context, const TrainingPreset& p, runtime::ShardedOptions o,
+                       int64_t max_steps)
     : ctx(context),
       preset(p),
       options(std::move(o)),

@@ -40,8 +40,9 @@ class ShardedSetupScenario final : public Scenario {
 
   ScenarioResult run(RunContext& ctx) override {
     if (ctx.comm == nullptr) {
-      throw InputError("sharded_setup needs ranks: run it with --nproc N (N >= 2) or under "
-                       "torchrun");
+      throw InputError(
+          "sharded_setup needs ranks: run it with --nproc N (N >= 2) or under "
+          "torchrun");
     }
     const TrainingPreset preset = training_preset(ctx.options, /*allow_large=*/true);
     const int64_t n = preset.steps_before;
@@ -50,7 +51,8 @@ class ShardedSetupScenario final : public Scenario {
     result.description = "setting up a sharded (ZeRO-3 / FSDP) model three ways";
     result.measured_window =
         "the set-up (model construction: phase setup.model; sharding and the engine with its "
-        "optimizer: phase setup), then training steps 1.." + std::to_string(n);
+        "optimizer: phase setup), then training steps 1.." +
+        std::to_string(n);
     result.config = preset.describe();
     result.config.erase("steps_before_checkpoint");
     result.config["world_size"] = std::to_string(ctx.comm->world_size());
@@ -83,8 +85,7 @@ class ShardedSetupScenario final : public Scenario {
                                    " steps, expected " + std::to_string(n));
         }
         window.finish(r);
-        add_phases(r, setup_counts, ctx.instrument.measures_launches(),
-                   ctx.instrument.available());
+        add_phases(r, setup_counts, ctx.instrument.measures_launches(), ctx.instrument.available());
         const std::vector<at::Tensor> trained = run.strategy.gather_full_parameters();
         r.correctness = check_against_single_device(ctx, preset, initial, trained, n);
         if (ctx.rank != 0 || !r.correctness.passed) return;

@@ -170,7 +170,7 @@ std::vector<std::pair<std::string, at::Tensor>> Metric::state_dict() const {
   std::vector<std::pair<std::string, at::Tensor>> out;
   for (const State& s : states_) {
     if (!s.persistent) continue;
-    at::Tensor value = !s.is_list           ? s.value
+    at::Tensor value = !s.is_list            ? s.value
                        : s.items.size() == 1 ? s.items.front()
                        : s.items.empty()     ? s.initial
                                              : at::cat(s.items);
@@ -184,8 +184,8 @@ void Metric::load_state_dict(const std::vector<std::pair<std::string, at::Tensor
   for (State& s : states_) {
     if (!s.persistent) continue;
     const std::string key = name_ + "." + s.name;
-    auto it = std::find_if(entries.begin(), entries.end(),
-                           [&](const auto& e) { return e.first == key; });
+    auto it =
+        std::find_if(entries.begin(), entries.end(), [&](const auto& e) { return e.first == key; });
     if (it == entries.end()) throw InputError("checkpoint lacks the metric state '" + key + "'");
     if (s.is_list) {
       s.items.clear();

@@ -42,7 +42,8 @@ class Metric {
   Metric& operator=(const Metric&) = delete;
 
   // What one training step adds (on the device, no gradients).
-  virtual void update(const at::Tensor& loss, const at::Tensor& output, const at::Tensor& target) = 0;
+  virtual void update(const at::Tensor& loss, const at::Tensor& output,
+                      const at::Tensor& target) = 0;
   // The metric's value from its states (0-dim, on the device).
   virtual at::Tensor compute() const = 0;
 

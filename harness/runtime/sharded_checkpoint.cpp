@@ -17,7 +17,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string weight_name(const FlatUnit& unit) { return std::to_string(unit.layer_index) + ".weight"; }
+std::string weight_name(const FlatUnit& unit) {
+  return std::to_string(unit.layer_index) + ".weight";
+}
 std::string bias_name(const FlatUnit& unit) { return std::to_string(unit.layer_index) + ".bias"; }
 std::string shard_name(size_t index) { return "units." + std::to_string(index) + ".shard"; }
 
@@ -72,10 +74,9 @@ Checkpoint ShardedStrategy::consolidated_checkpoint(Optimizer& optimizer, int64_
     const FlatUnit& unit = model().units()[static_cast<size_t>(i)];
     const int64_t weight_numel = unit.out_features * unit.in_features;
     auto split = [&](const at::Tensor& flat) {
-      return std::make_pair(flat.narrow(0, 0, weight_numel)
-                                .view({unit.out_features, unit.in_features})
-                                .to(at::kCPU),
-                            flat.narrow(0, weight_numel, unit.out_features).to(at::kCPU));
+      return std::make_pair(
+          flat.narrow(0, 0, weight_numel).view({unit.out_features, unit.in_features}).to(at::kCPU),
+          flat.narrow(0, weight_numel, unit.out_features).to(at::kCPU));
     };
     auto [weight, bias] = split(gather_unpadded(unit, unit.shard));
     ckpt.model.emplace_back(weight_name(unit), weight);
@@ -143,8 +144,10 @@ void ShardedStrategy::restore_per_rank(const Checkpoint& ckpt, Optimizer& optimi
 void ShardedStrategy::restore_consolidated(const Checkpoint& ckpt, Optimizer& optimizer) {
   const std::map<std::string, at::Tensor> saved(ckpt.model.begin(), ckpt.model.end());
   if (saved.size() != 2 * model().units().size()) {
-    throw InputError("checkpoint holds " + std::to_string(saved.size()) + " model entries, the "
-                     "model has " + std::to_string(2 * model().units().size()));
+    throw InputError("checkpoint holds " + std::to_string(saved.size()) +
+                     " model entries, the "
+                     "model has " +
+                     std::to_string(2 * model().units().size()));
   }
   c10::AutoGradMode no_grad(false);
   OptimizerStateDict mine;
@@ -173,9 +176,9 @@ void ShardedStrategy::restore_consolidated(const Checkpoint& ckpt, Optimizer& op
                          " does not fit " + unit.name);
       }
       mine.state[static_cast<int64_t>(i)][key] =
-          value.dim() == 0 ? value
-                           : unit.shard_of(at::cat({value.reshape(-1), other->second.reshape(-1)}),
-                                           rank);
+          value.dim() == 0
+              ? value
+              : unit.shard_of(at::cat({value.reshape(-1), other->second.reshape(-1)}), rank);
     }
   }
   optimizer.load_state_dict(mine);

@@ -50,8 +50,8 @@ struct ShardedLinearFn : public torch::autograd::Function<ShardedLinearFn> {
     (void)shard;  // an input so that autograd routes the unit's gradient to it
     const auto* unit = reinterpret_cast<const FlatUnit*>(unit_address);
     // DeepSpeed's `assert param.ds_status == ZeroParamStatus.AVAILABLE`.
-    TORCH_CHECK(unit->status == UnitStatus::Available, unit->name, " is ",
-                to_string(unit->status), " in its forward; it must be AVAILABLE");
+    TORCH_CHECK(unit->status == UnitStatus::Available, unit->name, " is ", to_string(unit->status),
+                " in its forward; it must be AVAILABLE");
     ctx->save_for_backward({input});
     ctx->saved_data["unit"] = unit_address;
     ctx->saved_data["model"] = model_address;
@@ -144,10 +144,9 @@ void ShardedEngine::fetch(FlatUnit& unit, bool prefetch_next, bool wrap) {
   if (unit.status == UnitStatus::Inflight) {
     auto it = registry().find(&unit);
     if (it == registry().end()) {
-      throw std::runtime_error(
-          unit.name + " is INFLIGHT, but engine '" + options_.name +
-          "' has no gather in flight for it: engine '" + unit.inflight_by +
-          "' issued it into a registry of its own (expected AVAILABLE)");
+      throw std::runtime_error(unit.name + " is INFLIGHT, but engine '" + options_.name +
+                               "' has no gather in flight for it: engine '" + unit.inflight_by +
+                               "' issued it into a registry of its own (expected AVAILABLE)");
     }
     it->second->wait();
     registry().erase(it);

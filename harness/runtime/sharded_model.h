@@ -78,7 +78,9 @@ class ShardedModel final : public LayerRunner {
   void add_hooks(ShardedEngine* engine) { hooked_.push_back(engine); }
   void remove_hooks(const ShardedEngine* engine);
   int64_t hooks_per_engine() const { return 3 * static_cast<int64_t>(units_.size()); }
-  int64_t hooks_installed() const { return hooks_per_engine() * static_cast<int64_t>(hooked_.size()); }
+  int64_t hooks_installed() const {
+    return hooks_per_engine() * static_cast<int64_t>(hooked_.size());
+  }
   // The engine of the newest hooks: it runs the units' backward.
   ShardedEngine* active_engine() const { return hooked_.empty() ? nullptr : hooked_.back(); }
 

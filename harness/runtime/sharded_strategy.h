@@ -70,7 +70,8 @@ class ShardedStrategy final : public Strategy {
   // Shards the module's Linear layers (once: a module already sharded is left as it is).
   void setup_module(TrainModule& module) override;
   std::unique_ptr<Optimizer> setup_optimizer(TrainModule& module) override;
-  void begin_stage(TrainModule& module, Stage stage, std::unique_ptr<Optimizer>& optimizer) override;
+  void begin_stage(TrainModule& module, Stage stage,
+                   std::unique_ptr<Optimizer>& optimizer) override;
   Batch batch_to_device(const Batch& batch) override;
   // Consolidated: collective; the full state on every rank (rank 0 writes it, no rank waits for
   // the file). PerRank: this rank's shards, optimizer state and metric states.

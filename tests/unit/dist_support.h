@@ -3,9 +3,8 @@
 // single-device run they are compared with. This binary runs no Torch work before forking.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
-#include <unistd.h>
-
 #include <torch/csrc/jit/serialization/pickle.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <csignal>
@@ -45,7 +44,8 @@ inline void save_tensors(const std::vector<at::Tensor>& tensors, const std::stri
   c10::List<at::Tensor> list;
   for (const at::Tensor& t : tensors) list.push_back(t.detach().cpu());
   const std::vector<char> bytes = torch::jit::pickle_save(list);
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 inline std::vector<at::Tensor> load_tensors(const std::string& path) {
@@ -59,7 +59,7 @@ inline std::vector<at::Tensor> load_tensors(const std::string& path) {
 
 // Runs body(rank) in `world` child processes; true when every one exits 0 within the timeout.
 inline bool run_in_processes(int world, const std::function<void(int)>& body,
-                      std::chrono::seconds timeout = std::chrono::seconds(120)) {
+                             std::chrono::seconds timeout = std::chrono::seconds(120)) {
   std::vector<pid_t> pids;
   for (int r = 0; r < world; ++r) {
     const pid_t pid = ::fork();

@@ -1,11 +1,12 @@
 // Metric on real ranks (forked first thing): what each sync path costs (scalar, equal shapes,
 // unequal shapes with padding, a list state), sync without a process group, a checkpoint round
 // trip, and the pre-#12193 trainer's sync on save and reset on load.
-#include <gtest/gtest.h>
+#include "harness/runtime/metric.h"
 
 #include <ATen/ops/full.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
@@ -13,7 +14,6 @@
 #include "harness/instrument/collector.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/runtime/data_parallel.h"
-#include "harness/runtime/metric.h"
 #include "harness/runtime/mlp.h"
 #include "harness/runtime/trainer.h"
 #include "tests/unit/dist_support.h"
@@ -77,21 +77,21 @@ void expect_sync_cost(Probe::Kind kind, int (*updates)(int), SyncCost expected, 
     auto collective = [&](const char* name) {
       return c.collectives.count(name) ? c.collectives.at(name).count : 0;
     };
-    std::string got =
-        "barriers " + std::to_string(collective("barrier")) + ", all_gathers " +
-        std::to_string(collective("all_gather")) + ", h2d " + std::to_string(c.h2d.count) +
-        ", d2h " + std::to_string(c.d2h.count) + ", syncs " + std::to_string(c.syncs) +
-        ", waits " + std::to_string(c.collective_waits) + ", launches " +
-        std::to_string(c.launches) + " (rank " + std::to_string(rank) + ":";
+    std::string got = "barriers " + std::to_string(collective("barrier")) + ", all_gathers " +
+                      std::to_string(collective("all_gather")) + ", h2d " +
+                      std::to_string(c.h2d.count) + ", d2h " + std::to_string(c.d2h.count) +
+                      ", syncs " + std::to_string(c.syncs) + ", waits " +
+                      std::to_string(c.collective_waits) + ", launches " +
+                      std::to_string(c.launches) + " (rank " + std::to_string(rank) + ":";
     for (const auto& [op, n] : c.launches_by_op) got += " " + op + " " + std::to_string(n);
     got += ")";
-    check(collective("barrier") == expected.barriers && collective("all_gather") == expected.all_gathers &&
-              c.h2d.count == expected.h2d && c.d2h.count == expected.d2h &&
-              c.syncs == expected.syncs && c.collective_waits == expected.waits &&
-              c.launches == expected.launches,
+    check(collective("barrier") == expected.barriers &&
+              collective("all_gather") == expected.all_gathers && c.h2d.count == expected.h2d &&
+              c.d2h.count == expected.d2h && c.syncs == expected.syncs &&
+              c.collective_waits == expected.waits && c.launches == expected.launches,
           got);
-    check(probe.compute().item<double>() == value, "synced value " +
-                                                       std::to_string(probe.compute().item<double>()));
+    check(probe.compute().item<double>() == value,
+          "synced value " + std::to_string(probe.compute().item<double>()));
     probe.unsync();
     check(!probe.synced(), "unsync restores the local states");
   }));
@@ -99,24 +99,27 @@ void expect_sync_cost(Probe::Kind kind, int (*updates)(int), SyncCost expected, 
 
 TEST(MetricSync, ScalarStateIsOneBarrierAndOneGather) {
   // zeros_like x2, stack, sum: 4 launches; waits for the barrier and the gather only.
-  expect_sync_cost(Probe::Scalar, [](int) { return 2; }, {1, 1, 0, 0, 2, 2, 4}, 12.0);
+  expect_sync_cost(
+      Probe::Scalar, [](int) { return 2; }, {1, 1, 0, 0, 2, 2, 4}, 12.0);
 }
 
 TEST(MetricSync, EqualShapesGatherTheShapesThenTheData) {
   // Shape: 1 blocking H2D; its gather (zeros_like x2); stack, max; eq per rank with one host
   // read each (1 dim); the data's gather (zeros_like x2); stack, sum.
-  expect_sync_cost(Probe::Vector, [](int) { return 1; },
-                   {1, 2, 1, 2, /*syncs=*/3 + 1 + 2, 3, /*launches=*/2 + 2 + 2 + 2 + 2}, 6.0);
+  expect_sync_cost(
+      Probe::Vector, [](int) { return 1; },
+      {1, 2, 1, 2, /*syncs=*/3 + 1 + 2, 3, /*launches=*/2 + 2 + 2 + 2 + 2}, 6.0);
 }
 
 TEST(MetricSync, UnequalShapesArePaddedGatheredAndSliced) {
   // A list state of 1 x 3 elements on rank 0 and 2 x 3 (concatenated: 1 launch) on rank 1. The
   // first comparison fails (one read); the differences come back (one D2H); pad (a launch on
   // rank 0; rank 1, the largest, pads by nothing: a copy), gather; a host read per rank to slice.
-  expect_sync_cost(Probe::List, [](int rank) { return rank + 1; },
-                   {1, 2, 1, 1 + 1 + 2, /*syncs=*/3 + 1 + 1 + 1 + 2, 3,
-                    /*launches=*/0 + 2 + 2 + 1 + 1 + 1 + 2 + 1},
-                   9.0);
+  expect_sync_cost(
+      Probe::List, [](int rank) { return rank + 1; },
+      {1, 2, 1, 1 + 1 + 2, /*syncs=*/3 + 1 + 1 + 1 + 2, 3,
+       /*launches=*/0 + 2 + 2 + 1 + 1 + 1 + 2 + 1},
+      9.0);
 }
 
 TEST(MetricSync, WithoutAProcessGroupSyncIsFree) {

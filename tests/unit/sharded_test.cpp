@@ -1,9 +1,8 @@
 // The sharded strategy on real ranks (forked first thing, as in dist_test.cpp): training matches
 // single-device training for every set-up path, what one step costs per unit, the unit status
 // machine and the engines of trainer stages.
-#include <gtest/gtest.h>
-
 #include <ATen/ops/allclose.h>
+#include <gtest/gtest.h>
 
 #include <chrono>
 #include <filesystem>
@@ -64,13 +63,15 @@ void train_sharded(int rank, int world, const std::string& dir, ShardedSetup set
 
 void expect_sharded_matches_single_device(int world) {
   test::TempDir tmp;
-  ASSERT_TRUE(test::run_in_processes(1, [&](int) { test::train_single_device(tmp.path + "/single.pt"); }));
+  ASSERT_TRUE(
+      test::run_in_processes(1, [&](int) { test::train_single_device(tmp.path + "/single.pt"); }));
   const auto single = test::load_tensors(tmp.path + "/single.pt");
   std::vector<at::Tensor> first;
-  for (ShardedSetup setup : {ShardedSetup::FullThenShard, ShardedSetup::MetaInit,
-                             ShardedSetup::Rank0Broadcast}) {
-    ASSERT_TRUE(test::run_in_processes(world, [&](int r) { train_sharded(r, world, tmp.path, setup); }))
-        << to_string(setup);
+  for (ShardedSetup setup :
+       {ShardedSetup::FullThenShard, ShardedSetup::MetaInit, ShardedSetup::Rank0Broadcast}) {
+    ASSERT_TRUE(test::run_in_processes(world, [&](int r) {
+      train_sharded(r, world, tmp.path, setup);
+    })) << to_string(setup);
     const auto trained = test::load_tensors(tmp.path + "/" + to_string(setup) + ".pt");
     EXPECT_LT(test::max_abs_diff(trained, single), kTolerance) << to_string(setup);
     // Every set-up path starts from the same values, so trains to bitwise the same ones.
@@ -102,8 +103,10 @@ void train_with_checkpoint(int rank, int world, const std::string& dir, ShardedC
 
 void expect_resume_is_exact(ShardedCheckpoint format) {
   test::TempDir tmp;
-  ASSERT_TRUE(test::run_in_processes(2, [&](int r) { train_with_checkpoint(r, 2, tmp.path, format, false); }));
-  ASSERT_TRUE(test::run_in_processes(2, [&](int r) { train_with_checkpoint(r, 2, tmp.path, format, true); }));
+  ASSERT_TRUE(test::run_in_processes(
+      2, [&](int r) { train_with_checkpoint(r, 2, tmp.path, format, false); }));
+  ASSERT_TRUE(test::run_in_processes(
+      2, [&](int r) { train_with_checkpoint(r, 2, tmp.path, format, true); }));
   const auto straight = test::load_tensors(tmp.path + "/straight.pt");
   const auto resumed = test::load_tensors(tmp.path + "/resumed.pt");
   EXPECT_EQ(test::max_abs_diff(resumed, straight), 0.0) << to_string(format);
@@ -118,7 +121,9 @@ void expect_resume_is_exact(ShardedCheckpoint format) {
 TEST(ShardedCheckpoints, ConsolidatedResumesBitwise) {
   expect_resume_is_exact(ShardedCheckpoint::Consolidated);
 }
-TEST(ShardedCheckpoints, PerRankResumesBitwise) { expect_resume_is_exact(ShardedCheckpoint::PerRank); }
+TEST(ShardedCheckpoints, PerRankResumesBitwise) {
+  expect_resume_is_exact(ShardedCheckpoint::PerRank);
+}
 
 // A consolidated checkpoint has the single-device layout: a single-device run resumes from it.
 TEST(ShardedCheckpoints, ConsolidatedLoadsIntoASingleDeviceRun) {
@@ -233,10 +238,16 @@ void stages(EnginePolicy policy, int64_t expected_engines, int64_t expected_hook
   }));
 }
 
-TEST(ShardedStages, NewEnginePerStageAddsHooksEachStage) { stages(EnginePolicy::NewPerStage, 3, 3); }
-TEST(ShardedStages, PrivateRegistriesFailAtTheFitEngine) { stages(EnginePolicy::NewPerStagePrivate, 0, 0); }
+TEST(ShardedStages, NewEnginePerStageAddsHooksEachStage) {
+  stages(EnginePolicy::NewPerStage, 3, 3);
+}
+TEST(ShardedStages, PrivateRegistriesFailAtTheFitEngine) {
+  stages(EnginePolicy::NewPerStagePrivate, 0, 0);
+}
 TEST(ShardedStages, ReusedEngineIsBuiltOnce) { stages(EnginePolicy::Reuse, 1, 1); }
-TEST(ShardedStages, DestroyedEnginesLeaveOneSetOfHooks) { stages(EnginePolicy::DestroyBetween, 3, 1); }
+TEST(ShardedStages, DestroyedEnginesLeaveOneSetOfHooks) {
+  stages(EnginePolicy::DestroyBetween, 3, 1);
+}
 
 }  // namespace
 }  // namespace harness::runtime

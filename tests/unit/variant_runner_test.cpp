@@ -1,11 +1,12 @@
 // VariantRunner: a failing variant is recorded, and a variant that reproduces a known failure
 // passes by failing and fails by running through.
+#include "harness/variant_runner.h"
+
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 
 #include "harness/instrument/instrument.h"
-#include "harness/variant_runner.h"
 
 namespace harness {
 namespace {
@@ -14,12 +15,14 @@ class VariantRunnerTest : public ::testing::Test {
  protected:
   std::unique_ptr<Instrument> instrument = make_instrument(runtime::DeviceKind::Cpu);
   Progress progress{/*quiet=*/true};
-  RunContext context{{runtime::DeviceKind::Cpu, "cpu"}, *instrument, RunOptions{}, progress, "/tmp"};
+  RunContext context{
+      {runtime::DeviceKind::Cpu, "cpu"}, *instrument, RunOptions{}, progress, "/tmp"};
   VariantRunner runner{context, "scenario", {"a"}};
 };
 
 TEST_F(VariantRunnerTest, AThrowingVariantIsFailedWithItsError) {
-  const VariantResult r = runner.run("a", [](VariantResult&) { throw std::runtime_error("boom\ntrace"); });
+  const VariantResult r =
+      runner.run("a", [](VariantResult&) { throw std::runtime_error("boom\ntrace"); });
   EXPECT_FALSE(r.ran);
   EXPECT_FALSE(r.failed_as_expected());
   EXPECT_EQ(r.error, "boom");
@@ -35,7 +38,8 @@ TEST_F(VariantRunnerTest, AnExpectedFailureThatFailsIsFailedAsExpected) {
 }
 
 TEST_F(VariantRunnerTest, AnExpectedFailureThatRunsThroughIsAFailure) {
-  const VariantResult r = runner.run("a", [](VariantResult&) {}, "issue 1");
+  const VariantResult r = runner.run(
+      "a", [](VariantResult&) {}, "issue 1");
   EXPECT_FALSE(r.ran);
   EXPECT_FALSE(r.failed_as_expected());
   EXPECT_NE(r.error.find("expected to fail (issue 1) but it ran to the end"), std::string::npos)
