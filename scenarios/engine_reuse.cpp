@@ -41,11 +41,7 @@ class EngineReuse final : public Scenario {
   }
 
   ScenarioResult run(RunContext& ctx) override {
-    if (ctx.comm == nullptr) {
-      throw InputError(
-          "engine_reuse needs ranks: run it with --nproc N (N >= 2) or under "
-          "torchrun");
-    }
+    require_ranks(ctx, "engine_reuse");
     const TrainingPreset preset = training_preset(ctx.options);
     const int64_t n = preset.steps_before;
     ScenarioResult result;
@@ -57,8 +53,7 @@ class EngineReuse final : public Scenario {
         std::to_string(n);
     result.config = preset.describe();
     result.config.erase("steps_before_checkpoint");
-    result.config["world_size"] = std::to_string(ctx.comm->world_size());
-    result.config["backend"] = ctx.comm->backend_name();
+    describe_ranks(result, ctx);
     result.config["stages"] = "validate, fit, test";
     result.config["strategy"] = "sharded (one flat parameter per Linear unit), Adam (foreach)";
 

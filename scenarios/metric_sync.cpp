@@ -64,11 +64,7 @@ class MetricSync final : public Scenario {
   }
 
   ScenarioResult run(RunContext& ctx) override {
-    if (ctx.comm == nullptr || ctx.comm->world_size() < 2) {
-      throw InputError(
-          "metric_sync needs 2 or more ranks: run it with --nproc N (N >= 2) or "
-          "under torchrun");
-    }
+    require_ranks(ctx, "metric_sync");
     const TrainingPreset preset = training_preset(ctx.options);
     const int64_t k = preset.steps_before;
     ScenarioResult result;
@@ -86,8 +82,7 @@ class MetricSync final : public Scenario {
     result.config["measured_steps"] = std::to_string(2 * k);
     result.config["saves"] = "2";
     result.config["metrics"] = "mean_loss (2 scalar sum states), batch_mae (1 cat list state)";
-    result.config["world_size"] = std::to_string(ctx.comm->world_size());
-    result.config["backend"] = ctx.comm->backend_name();
+    describe_ranks(result, ctx);
     result.tables.push_back(
         {"per checkpoint save, on rank 0 (the merged variants sum the ranks: total.save.*)",
          {"variant", "collectives", "syncs", "H2D", "D2H", "launches", "resume correct"},

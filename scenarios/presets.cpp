@@ -1,6 +1,7 @@
 #include "scenarios/presets.h"
 
 #include "harness/errors.h"
+#include "harness/runtime/dist/communicator.h"
 
 namespace harness::scenarios {
 
@@ -13,6 +14,17 @@ std::map<std::string, std::string> TrainingPreset::describe() const {
           {"batch_size", std::to_string(batch_size)},
           {"steps_before_checkpoint", std::to_string(steps_before)},
           {"measured_steps", std::to_string(steps_before)}};
+}
+
+void require_ranks(const RunContext& ctx, const std::string& scenario) {
+  if (ctx.comm == nullptr || ctx.comm->world_size() < 2) {
+    throw InputError(scenario + " needs ranks: run it with --nproc N (N >= 2) or under torchrun");
+  }
+}
+
+void describe_ranks(ScenarioResult& result, const RunContext& ctx) {
+  result.config["world_size"] = std::to_string(ctx.comm->world_size());
+  result.config["backend"] = ctx.comm->backend_name();
 }
 
 TrainingPreset training_preset(const RunOptions& options, bool allow_large) {

@@ -30,6 +30,11 @@ struct TrainingPreset {
   std::map<std::string, std::string> describe() const;
 };
 
+// Throws InputError unless the run has ranks: `scenario` needs at least 2.
+void require_ranks(const RunContext& ctx, const std::string& scenario);
+// The ranks a scenario ran on, in its config: "world_size" and "backend".
+void describe_ranks(ScenarioResult& result, const RunContext& ctx);
+
 // The preset named by options.preset, with options.steps overriding the measured steps.
 // `allow_large`: also `large` (1 GiB of parameters, for the sharded set-up on a big host).
 // Throws InputError for an unknown preset or a bad step count.

@@ -39,11 +39,7 @@ class ShardedSetupScenario final : public Scenario {
   }
 
   ScenarioResult run(RunContext& ctx) override {
-    if (ctx.comm == nullptr) {
-      throw InputError(
-          "sharded_setup needs ranks: run it with --nproc N (N >= 2) or under "
-          "torchrun");
-    }
+    require_ranks(ctx, "sharded_setup");
     const TrainingPreset preset = training_preset(ctx.options, /*allow_large=*/true);
     const int64_t n = preset.steps_before;
     ScenarioResult result;
@@ -55,8 +51,7 @@ class ShardedSetupScenario final : public Scenario {
         std::to_string(n);
     result.config = preset.describe();
     result.config.erase("steps_before_checkpoint");
-    result.config["world_size"] = std::to_string(ctx.comm->world_size());
-    result.config["backend"] = ctx.comm->backend_name();
+    describe_ranks(result, ctx);
     result.config["parameter_bytes"] = std::to_string(parameter_bytes(preset));
     result.config["strategy"] = "sharded (one flat parameter per Linear unit), Adam (foreach)";
 

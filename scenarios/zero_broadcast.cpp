@@ -84,10 +84,7 @@ class ZeroBroadcast final : public Scenario {
   }
 
   ScenarioResult run(RunContext& ctx) override {
-    if (ctx.comm == nullptr) {
-      throw InputError("zero_broadcast needs ranks: run it with --nproc N (N >= 2) or under "
-                       "torchrun");
-    }
+    require_ranks(ctx, "zero_broadcast");
     const TrainingPreset preset = training_preset(ctx.options);
     const int64_t n = preset.steps_before;
     ScenarioResult result;
@@ -98,8 +95,7 @@ class ZeroBroadcast final : public Scenario {
                              "or training steps " + std::to_string(n + 1) + ".." +
                              std::to_string(2 * n) + " (param_broadcast/*)";
     result.config = preset.describe();
-    result.config["world_size"] = std::to_string(ctx.comm->world_size());
-    result.config["backend"] = ctx.comm->backend_name();
+    describe_ranks(result, ctx);
     result.config["optimizer"] = "Adam (foreach), sharded by ZeRO-1";
 
     VariantRunner runner(ctx, result.name, variant_names(ctx.options));

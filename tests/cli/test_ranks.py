@@ -232,6 +232,14 @@ class MetricSyncRanks(unittest.TestCase):
         self.assertIn("stood in for another's", v["world2/strategy_owned"]["correctness"]["detail"])
 
 
+class ScenariosThatNeedRanks(unittest.TestCase):
+    def test_one_rank_is_bad_input_naming_the_scenario(self):
+        for name in ("sharded_setup", "engine_reuse", "metric_sync", "zero_broadcast"):
+            r = bench("--scenario", name, "--device", "sim", "--nproc", "1", "--quiet")
+            self.assertEqual(r.returncode, 2, name + r.stderr)
+            self.assertIn(name + " needs ranks", r.stderr)
+
+
 class ZeroBroadcastRanks(unittest.TestCase):
     def run_ranks(self, nproc):
         with tempfile.TemporaryDirectory() as tmp:
