@@ -89,6 +89,9 @@ std::string host_name() {
 
 void check_writable_destination(const std::string& path, const char* flag) {
   if (path.empty()) return;
+  if (fs::is_directory(path) || path.back() == '/') {
+    throw InputError(std::string(flag) + " " + path + ": is a directory; give a file name");
+  }
   const fs::path parent = fs::path(path).parent_path();
   if (!parent.empty() && !fs::is_directory(parent)) {
     throw InputError(std::string(flag) + " " + path + ": directory " + parent.string() +

@@ -235,7 +235,7 @@ GateFile parse_gate_file(const std::string& path) {
   json j;
   try {
     j = json::parse(in);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse errors, and numbers out of range (1e400)
     throw InputError("gate file '" + path + "' is not valid JSON: " + e.what());
   }
   return parse_gate_json(j, path);

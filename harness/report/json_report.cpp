@@ -135,11 +135,13 @@ RunReport read_report_file(const std::string& path) {
   std::stringstream text;
   text << in.rdbuf();
   if (in.bad()) throw InputError("cannot read report '" + path + "': read error");
+  ReportJson json;
   try {
-    return report_from_json(ReportJson::parse(text.str()), path);
-  } catch (const ReportJson::parse_error& e) {
+    json = ReportJson::parse(text.str());
+  } catch (const ReportJson::exception& e) {  // parse errors, and numbers out of range
     throw InputError("report '" + path + "' is not valid JSON: " + e.what());
   }
+  return report_from_json(json, path);
 }
 
 void write_report_file(const std::string& path, const RunReport& report) {

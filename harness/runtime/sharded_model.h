@@ -106,6 +106,8 @@ struct EngineOptions {
 class ShardedEngine {
  public:
   ShardedEngine(ShardedModel& model, EngineOptions options);
+  // Its hooks go with it (the model must outlive it).
+  ~ShardedEngine() { model_.remove_hooks(this); }
   ShardedEngine(const ShardedEngine&) = delete;
   ShardedEngine& operator=(const ShardedEngine&) = delete;
 

@@ -275,6 +275,21 @@ class BadInput(unittest.TestCase):
         run = bench("--scenario", "resume_adam", "--out", "/nonexistent-dir/r.json")
         self.assert_bad_input(run, "/nonexistent-dir")
 
+    def test_out_naming_a_directory_is_bad_input(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            for out in (tmp, tmp + "/"):
+                run = bench("--scenario", "resume_adam", "--out", out)
+                self.assert_bad_input(run, "is a directory; give a file name")
+            self.assertEqual(os.listdir(tmp), [])  # nothing written
+
+    def test_gate_with_a_number_out_of_range_is_bad_input(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "gate.json")
+            with open(path, "w") as f:
+                f.write('{"gate_version": 1, "rules": [{"scenario": "resume_adam", "variant": "*",'
+                        ' "metric": "per_step.sync.count", "max": 1e400}]}')
+            self.assert_bad_input(bench("--scenario", "resume_adam", "--gate", path), path)
+
     def test_cuda_without_a_usable_gpu(self):
         smi = shutil.which("nvidia-smi")
         if smi and subprocess.run([smi, "-L"], capture_output=True).returncode == 0:

@@ -73,6 +73,12 @@ TEST(GateParse, FileErrors) {
   const std::string message = input_error([&] { parse_gate_file(dir.path("bad.json")); });
   EXPECT_CONTAINS(message, "bad.json' is not valid JSON");
   EXPECT_CONTAINS(message, "line 2");
+  // A number JSON cannot hold is bad input too, not an internal error.
+  write_text(dir.path("huge.json"),
+             "{\"gate_version\": 1, \"rules\": [{\"scenario\": \"s\", \"variant\": \"v\", "
+             "\"metric\": \"per_step.sync.count\", \"max\": 1e400}]}");
+  EXPECT_CONTAINS(input_error([&] { parse_gate_file(dir.path("huge.json")); }),
+                  "huge.json' is not valid JSON: [json.exception.out_of_range.406] number overflow");
   write_text(dir.path("ok.json"), gate_with(rule({{"max", 1}})).dump());
   EXPECT_EQ(parse_gate_file(dir.path("ok.json")).rules.size(), 1u);
 }

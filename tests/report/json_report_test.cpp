@@ -175,6 +175,13 @@ TEST(JsonReportFile, NotJsonNamesTheParsePosition) {
   EXPECT_CONTAINS(message, "line 3");
 }
 
+TEST(JsonReportFile, ANumberOutOfRangeIsBadInput) {
+  TempDir dir;
+  write_text(dir.path("huge.json"), "{\"schema_version\": \"1.1.0\", \"scenarios\": [], \"x\": 1e400}");
+  EXPECT_CONTAINS(input_error([&] { read_report_file(dir.path("huge.json")); }),
+                  "huge.json' is not valid JSON: [json.exception.out_of_range.406]");
+}
+
 TEST(JsonReportFile, WrongSchemaMajor) {
   TempDir dir;
   ReportJson j = to_json(sample_report());

@@ -26,13 +26,16 @@ using test::kSteps;
 using test::kTolerance;
 namespace fs = std::filesystem;
 
-std::unique_ptr<Communicator> join(int rank, int world, const std::string& dir) {
+// Each run of ranks rendezvous through a store file of its own (`run`): a file a finished run
+// left behind holds its ranks' addresses, which a new run must not read.
+std::unique_ptr<Communicator> join(int rank, int world, const std::string& dir,
+                                   const std::string& run = "store") {
   sim::initialize();
   RankEnv env;
   env.rank = rank;
   env.world_size = world;
   env.local_rank = rank;
-  return connect(env, {DeviceKind::Sim, "sim"}, {std::chrono::seconds(60), dir + "/store"});
+  return connect(env, {DeviceKind::Sim, "sim"}, {std::chrono::seconds(60), dir + "/" + run});
 }
 
 ShardedOptions options_for(ShardedSetup setup, EnginePolicy engines = EnginePolicy::Reuse) {
@@ -51,7 +54,7 @@ MlpConfig model_for(ShardedSetup setup, int rank) {
 }
 
 void train_sharded(int rank, int world, const std::string& dir, ShardedSetup setup) {
-  auto comm = join(rank, world, dir);
+  auto comm = join(rank, world, dir, std::string("store-") + to_string(setup));
   MlpRegression model(model_for(setup, rank), AdamOptions{});
   SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
   ShardedStrategy strategy(*comm, sim::device(rank), options_for(setup));
@@ -86,7 +89,7 @@ TEST(Sharded, EverySetupOnFourRanksMatchesSingleDevice) { expect_sharded_matches
 // Checkpoints in either format resume to bitwise the parameters of the uninterrupted run.
 void train_with_checkpoint(int rank, int world, const std::string& dir, ShardedCheckpoint format,
                            bool resume) {
-  auto comm = join(rank, world, dir);
+  auto comm = join(rank, world, dir, resume ? "store-resumed" : "store-straight");
   MlpRegression model(kModel, AdamOptions{});
   SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
   ShardedOptions options = options_for(ShardedSetup::FullThenShard);
