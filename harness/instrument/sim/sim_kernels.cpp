@@ -1,6 +1,18 @@
 // The sim backend's kernels: allocation, views and metadata (never counted), copies and `.item()`
 // (counted by the copy and sync rules), and one boxed fallback that runs every other op with its
 // CPU kernel on zero-copy CPU aliases of the sim memory (one launch each).
+//
+// Device memory (the memory ledger's device accounts) comes into existence in three ways, each
+// counted once:
+//   1. the sim allocator (empty, empty_strided, resize_ and storage resizes): charged to the
+//      device when allocated;
+//   2. CPU allocations a sim op's CPU kernel makes (outputs, grown out= arguments, temporaries):
+//      the fallback runs the kernel under memory::ChargeTo(device), so the counting CPU allocator
+//      charges them to the device, never to the host;
+//   3. a sim storage adopting such bytes (adopt_bytes) moves them to the device if they were
+//      still the host's (allocated on another thread), or charges them itself if no counted
+//      allocator made them. They are discharged when the last storage holding them dies.
+// Zero-copy CPU aliases (cpu_view_of_storage) allocate nothing and are not counted.
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -20,6 +32,7 @@
 #include <vector>
 
 #include "harness/instrument/collector.h"
+#include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/instrument/sim/sim_internal.h"
 
@@ -47,12 +60,39 @@ c10::Storage cpu_view_of_storage(const c10::Storage& storage) {
                       c10::GetCPUAllocator(), /*resizable=*/true);
 }
 
+// Bytes a sim storage adopted that no counted allocator made: charged to the device here.
+struct AdoptedBytes {
+  c10::Storage storage;
+  int64_t nbytes;
+  int device;
+};
+
+void release_adopted(void* ctx) {
+  auto* adopted = static_cast<AdoptedBytes*>(ctx);
+  memory::discharge(adopted->device, adopted->nbytes);
+  delete adopted;
+}
+
+// A sim DataPtr over the bytes of CPU storage `storage` (which it keeps alive): device memory of
+// sim:index from now on (see the top of this file).
+c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::DeviceIndex index) {
+  const c10::Device device(c10::DeviceType::PrivateUse1, index);
+  // Counted already: by the counting CPU allocator (moved to the device if still the host's), or
+  // as sim memory (a CPU view of a sim storage).
+  if (memory::charge_to_device(storage.data_ptr(), index) ||
+      storage.data_ptr().get_deleter() == &release_storage) {
+    return {storage.mutable_data(), new c10::Storage(storage), &release_storage, device};
+  }
+  const auto nbytes = static_cast<int64_t>(storage.nbytes());
+  auto* adopted = new AdoptedBytes{storage, nbytes, index};
+  memory::charge(index, nbytes);
+  return {storage.mutable_data(), adopted, &release_adopted, device};
+}
+
 // The reverse: a sim storage over bytes a CPU kernel allocated (which it keeps alive).
 c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::DeviceIndex index) {
-  c10::DataPtr ptr(storage.mutable_data(), new c10::Storage(storage), &release_storage,
-                   c10::Device(c10::DeviceType::PrivateUse1, index));
-  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr),
-                      device_allocator(), /*resizable=*/true);
+  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                      adopt_bytes(storage, index), device_allocator(), /*resizable=*/true);
 }
 
 at::Tensor cpu_alias(const at::Tensor& sim_tensor) {
@@ -108,6 +148,7 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
 
 const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
                          std::optional<c10::MemoryFormat> memory_format) {
+  const c10::DeviceGuard guard(self.device());  // new bytes belong to self's device
   return at::native::resize_(self, C10_AS_INTARRAYREF_SLOW(size), memory_format);
 }
 
@@ -140,7 +181,12 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   const int64_t begin = events::begin_time();
   at::Tensor cpu_dst = dst_sim ? cpu_alias(dst) : dst;
   const at::Tensor cpu_src = src_sim ? cpu_alias(src) : src;
-  cpu_dst.copy_(cpu_src);  // a CPU-to-CPU copy: the backend's own work, not counted
+  {
+    // A CPU-to-CPU copy: the backend's own work, not counted; what it may allocate is the
+    // device's (as a CUDA copy's staging would be).
+    const memory::ChargeTo charge_to(dst_sim ? dst.device().index() : src.device().index());
+    cpu_dst.copy_(cpu_src);
+  }
   const int home = home_device();
   const auto foreign = [home](const at::Tensor& t) {
     return is_sim(t) && home >= 0 && t.device().index() != home;
@@ -273,8 +319,7 @@ class FallbackCall {
       // its views) takes over the new bytes.
       const c10::Storage& grown = cpu->storage();
       c10::StorageImpl* storage = sim->storage().unsafeGetStorageImpl();
-      storage->set_data_ptr_noswap(c10::DataPtr(grown.mutable_data(), new c10::Storage(grown),
-                                                &release_storage, a.sim.device()));
+      storage->set_data_ptr_noswap(adopt_bytes(grown, a.sim.device().index()));
       storage->set_nbytes(grown.nbytes());
     }
     if (sim->sizes() != cpu->sizes() || sim->strides() != cpu->strides() ||
@@ -316,7 +361,11 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   call.alias_arguments(stack);
   std::optional<c10::DeviceGuard> guard;
   if (call.device()) guard.emplace(*call.device());
-  op.redispatchBoxed(kCpuKeys, stack);
+  {
+    // What the CPU kernel allocates is the device's memory (see the top of this file).
+    const memory::ChargeTo charge_to(call.device() ? call.device()->index() : memory::kHost);
+    op.redispatchBoxed(kCpuKeys, stack);
+  }
   call.restore_results(stack);
   if (!is_view_op(schema)) events::record_launch(schema.name(), begin);
 }
