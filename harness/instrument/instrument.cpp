@@ -63,7 +63,16 @@ std::unique_ptr<Instrument> make_event_instrument(runtime::DeviceKind kind) {
 
 // The device's memory: none on cpu (memory.* are null there).
 std::unique_ptr<MemorySource> device_memory_source(runtime::DeviceKind kind) {
-  return kind == runtime::DeviceKind::Sim ? sim_memory_source() : nullptr;
+  switch (kind) {
+    case runtime::DeviceKind::Sim: return sim_memory_source();
+    case runtime::DeviceKind::Cpu: return nullptr;
+    case runtime::DeviceKind::Cuda: break;
+  }
+#if HARNESS_HAVE_CUDA
+  return cuda_memory_source();
+#else
+  return nullptr;
+#endif
 }
 
 }  // namespace

@@ -45,6 +45,9 @@ class MemorySource {
 std::unique_ptr<MemorySource> host_memory_source();
 // The rank's own sim device (sim::own_device(), looked up at every read).
 std::unique_ptr<MemorySource> sim_memory_source();
+// The current CUDA device, from LibTorch's caching allocator (cuda_memory.cpp: defined only in
+// builds with CUDA, where instrument.cpp calls it).
+std::unique_ptr<MemorySource> cuda_memory_source();
 
 class MemoryWatch final : public PhaseListener {
  public:
