@@ -101,7 +101,9 @@ void fill_counts(VariantResult& result, const Counts& counts, int64_t steps,
   result.total = with_memory(convert(total, 1.0), total);
   result.per_step = convert(total, steps > 0 ? static_cast<double>(steps) : 1.0);
   result.phases.clear();
-  for (const auto& [phase, c] : counts.phases) result.phases[phase] = with_memory(convert(c, 1.0), c);
+  for (const auto& [phase, c] : counts.phases) {
+    result.phases[phase] = with_memory(convert(c, 1.0), c);
+  }
   result.launches_by_op = launches_measured ? total.launches_by_op
                                             : std::map<std::string, int64_t>{};
   result.sync_sites = to_sync_sites(counts);

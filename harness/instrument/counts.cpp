@@ -112,20 +112,22 @@ std::vector<Measurement> memory_measurements(const PhaseCounts& c) {
     return static_cast<double>(*x);
   };
   // The same descriptions for `total` (the measured window) and each phase.
-  const char* merged = "; a variant merged over ranks sums its ranks' figures";
+  auto described = [](const char* what) {
+    return std::string(what) + "; a variant merged over ranks sums its ranks' figures";
+  };
   return {
       {"memory.peak_bytes", v(c.memory.device.peak), "bytes",
-       std::string("most device memory allocated at once during the phase or window (the rank's "
-                   "own device; what was allocated when it began included)") + merged},
+       described("most device memory allocated at once during the phase or window (the rank's own "
+                 "device; what was allocated when it began included)")},
       {"memory.allocated_bytes", v(c.memory.device.allocated), "bytes",
-       std::string("device memory allocated at the end of the phase (its last occurrence) or "
-                   "window") + merged},
+       described("device memory allocated at the end of the phase (its last occurrence) or "
+                 "window")},
       {"host_memory.peak_bytes", v(c.memory.host.peak), "bytes",
-       std::string("most bytes held by CPU tensors at once during the phase or window (pageable "
-                   "memory of c10's CPU allocator; what was held when it began included)") + merged},
+       described("most bytes held by CPU tensors at once during the phase or window (pageable "
+                 "memory of c10's CPU allocator; what was held when it began included)")},
       {"host_memory.allocated_bytes", v(c.memory.host.allocated), "bytes",
-       std::string("bytes held by CPU tensors at the end of the phase (its last occurrence) or "
-                   "window") + merged},
+       described("bytes held by CPU tensors at the end of the phase (its last occurrence) or "
+                 "window")},
   };
 }
 

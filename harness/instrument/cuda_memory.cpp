@@ -26,8 +26,8 @@ class CudaMemorySource final : public MemorySource {
       namespace allocator = c10::cuda::CUDACachingAllocator;
       const c10::DeviceIndex device = c10::cuda::current_device();
       const c10::CachingDeviceAllocator::DeviceStats stats = allocator::getDeviceStats(device);
-      const c10::CachingAllocator::Stat& bytes = stats.allocated_bytes[static_cast<size_t>(
-          c10::CachingAllocator::StatType::AGGREGATE)];
+      const c10::CachingAllocator::Stat& bytes =
+          stats.allocated_bytes[static_cast<size_t>(c10::CachingAllocator::StatType::AGGREGATE)];
       allocator::resetPeakStats(device);
       return MemoryLevel{bytes.current, bytes.peak};
     } catch (...) {

@@ -79,8 +79,7 @@ std::unique_ptr<MemorySource> device_memory_source(runtime::DeviceKind kind) {
 
 std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind) {
   memory::install_host_counting();  // before the workload's first CPU tensor
-  return with_memory(make_event_instrument(kind), device_memory_source(kind),
-                     host_memory_source());
+  return with_memory(make_event_instrument(kind), device_memory_source(kind), host_memory_source());
 }
 
 }  // namespace harness

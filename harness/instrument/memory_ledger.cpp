@@ -90,8 +90,7 @@ void charge(int account, int64_t nbytes) noexcept {
   Account& a = account_of(account);
   const int64_t level = a.allocated.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
   int64_t peak = a.peak.load(std::memory_order_relaxed);
-  while (level > peak &&
-         !a.peak.compare_exchange_weak(peak, level, std::memory_order_relaxed)) {
+  while (level > peak && !a.peak.compare_exchange_weak(peak, level, std::memory_order_relaxed)) {
   }
 }
 

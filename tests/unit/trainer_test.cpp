@@ -164,7 +164,8 @@ TEST(StepWindow, MemoryIsInTotalAndPhasesAndNotDividedPerStep) {
   }
   // After a step the device holds parameters, gradients and Adam's two moments (its `step`
   // tensors are on the host), whatever the number of steps.
-  EXPECT_EQ(value("total.memory.allocated_bytes"), static_cast<double>(before + 4 * parameter_bytes));
+  EXPECT_EQ(value("total.memory.allocated_bytes"),
+            static_cast<double>(before + 4 * parameter_bytes));
   // ... and at the end of optimizer.step the batch on the device is still alive too.
   const double batch_bytes = 16 * (8 + 4) * 4;
   EXPECT_GE(value("phase[optimizer.step].memory.allocated_bytes"),
