@@ -9,9 +9,9 @@
 //   2. CPU allocations a sim op's CPU kernel makes (outputs, grown out= arguments, temporaries):
 //      the fallback runs the kernel under memory::ChargeTo(device), so the counting CPU allocator
 //      charges them to the device, never to the host;
-//   3. a sim storage adopting such bytes (adopt_bytes) moves them to the device if they were
-//      still the host's (allocated on another thread), or charges them itself if no counted
-//      allocator made them. They are discharged when the last storage holding them dies.
+//   3. a sim storage adopting such bytes (adopt_bytes, sim_storage.cpp) moves them to the device
+//      if they were still the host's (allocated on another thread), or charges them itself if no
+//      counted allocator made them. They are discharged when the last storage holding them dies.
 // Zero-copy CPU aliases (cpu_view_of_storage) allocate nothing and are not counted.
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
@@ -23,7 +23,6 @@
 #include <ATen/ops/resize_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -38,66 +37,6 @@
 
 namespace harness::sim {
 namespace {
-
-constexpr c10::DispatchKeySet kSimKeys{c10::DispatchKey::PrivateUse1};
-constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
-
-void release_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
-
-// A TensorImpl over `storage` (its whole extent) with the view geometry of `like`.
-at::Tensor make_tensor_on(c10::Storage storage, c10::DispatchKeySet keys, const at::Tensor& like) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, like.dtype());
-  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
-  return at::Tensor(std::move(impl));
-}
-
-// A CPU storage over the same bytes as `storage` (which it keeps alive). Resizable with the CPU
-// allocator, so a CPU kernel may grow an out= argument; the sim tensor then adopts the new bytes.
-c10::Storage cpu_view_of_storage(const c10::Storage& storage) {
-  c10::DataPtr ptr(storage.mutable_data(), new c10::Storage(storage), &release_storage,
-                   c10::Device(c10::DeviceType::CPU));
-  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr),
-                      c10::GetCPUAllocator(), /*resizable=*/true);
-}
-
-// Bytes a sim storage adopted that no counted allocator made: charged to the device here.
-struct AdoptedBytes {
-  c10::Storage storage;
-  int64_t nbytes;
-  int device;
-};
-
-void release_adopted(void* ctx) {
-  auto* adopted = static_cast<AdoptedBytes*>(ctx);
-  memory::discharge(adopted->device, adopted->nbytes);
-  delete adopted;
-}
-
-// A sim DataPtr over the bytes of CPU storage `storage` (which it keeps alive): device memory of
-// sim:index from now on (see the top of this file).
-c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::DeviceIndex index) {
-  const c10::Device device(c10::DeviceType::PrivateUse1, index);
-  // Counted already: by the counting CPU allocator (moved to the device if still the host's), or
-  // as sim memory (a CPU view of a sim storage).
-  if (memory::charge_to_device(storage.data_ptr(), index) ||
-      storage.data_ptr().get_deleter() == &release_storage) {
-    return {storage.mutable_data(), new c10::Storage(storage), &release_storage, device};
-  }
-  const auto nbytes = static_cast<int64_t>(storage.nbytes());
-  auto* adopted = new AdoptedBytes{storage, nbytes, index};
-  memory::charge(index, nbytes);
-  return {storage.mutable_data(), adopted, &release_adopted, device};
-}
-
-// The reverse: a sim storage over bytes a CPU kernel allocated (which it keeps alive).
-c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::DeviceIndex index) {
-  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                      adopt_bytes(storage, index), device_allocator(), /*resizable=*/true);
-}
-
-at::Tensor cpu_alias(const at::Tensor& sim_tensor) {
-  return make_tensor_on(cpu_view_of_storage(sim_tensor.storage()), kCpuKeys, sim_tensor);
-}
 
 bool host_pinned(const at::Tensor& t) {
   return t.has_storage() && is_pinned_host_pointer(t.storage().data());
