@@ -92,12 +92,20 @@ std::vector<Measurement> convert(const PhaseCounts& c, double divisor, bool laun
   return ms;
 }
 
+// Memory figures are levels, not counts: in `total` and each phase, never divided per step.
+// They are measured apart from the event instrument (null only where not measured).
+std::vector<Measurement> with_memory(std::vector<Measurement> ms, const PhaseCounts& c) {
+  for (Measurement& m : memory_measurements(c)) ms.push_back(std::move(m));
+  return ms;
+}
+
 }  // namespace
 
 void add_phases(VariantResult& result, const Counts& counts, bool launches_measured,
                 bool instrument_available, const std::string& prefix) {
   for (const auto& [phase, c] : counts.phases) {
-    result.phases[prefix + phase] = convert(c, 1.0, launches_measured, instrument_available);
+    result.phases[prefix + phase] =
+        with_memory(convert(c, 1.0, launches_measured, instrument_available), c);
   }
 }
 
@@ -108,10 +116,12 @@ void fill_counts(VariantResult& result, const Counts& counts, int64_t steps,
   };
   result.measured_steps = steps;
   const PhaseCounts total = counts.total();
-  result.total = convert(total, 1.0);
+  result.total = with_memory(convert(total, 1.0), total);
   result.per_step = convert(total, steps > 0 ? static_cast<double>(steps) : 1.0);
   result.phases.clear();
-  for (const auto& [phase, c] : counts.phases) result.phases[phase] = convert(c, 1.0);
+  for (const auto& [phase, c] : counts.phases) {
+    result.phases[phase] = with_memory(convert(c, 1.0), c);
+  }
   result.launches_by_op = launches_measured ? total.launches_by_op
                                             : std::map<std::string, int64_t>{};
   result.sync_sites = to_sync_sites(counts);

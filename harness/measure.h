@@ -59,7 +59,8 @@ std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns,
 void add_phases(VariantResult& result, const Counts& counts, bool launches_measured,
                 bool instrument_available, const std::string& prefix = "");
 
-// Counts of a window as measurements; launch counts become null when not measured.
+// Counts of a window as measurements; launch counts become null when not measured. Memory
+// (memory.*, host_memory.*) goes in `total` and each phase only, not divided per step.
 void fill_counts(VariantResult& result, const Counts& counts, int64_t steps,
                  bool launches_measured, bool instrument_available);
 

@@ -17,7 +17,7 @@ std::map<std::string, std::string> TrainingPreset::describe() const {
 }
 
 void require_ranks(const RunContext& ctx, const std::string& scenario) {
-  if (ctx.comm == nullptr || ctx.comm->world_size() < 2) {
+  if (ctx.comm == nullptr) {
     throw InputError(scenario + " needs ranks: run it with --nproc N (N >= 2) or under torchrun");
   }
 }
@@ -34,8 +34,8 @@ TrainingPreset training_preset(const RunOptions& options, bool allow_large) {
   } else if (options.preset == "seed") {
     p = {"seed", {6875, 2048, 1024, 512, 256, 7}, 32768, 100};
   } else if (options.preset == "large" && allow_large) {
-    // 4 x (8192 x 8192 + 8192) float32 parameters: 1.0 GiB.
-    p = {"large", {8192, 8192, 8192, 8192, 8192}, 16, 1};
+    // 16 x (4096 x 4096 + 4096) float32 parameters: 1.0 GiB, in units of 64 MiB.
+    p = {"large", std::vector<int64_t>(17, 4096), 16, 1};
   } else {
     throw InputError("unknown preset '" + options.preset + "' (known: small, seed" +
                      (allow_large ? ", large" : "; large for sharded_setup only") + ")");

@@ -30,7 +30,7 @@ struct TrainingPreset {
   std::map<std::string, std::string> describe() const;
 };
 
-// Throws InputError unless the run has ranks: `scenario` needs at least 2.
+// Throws InputError unless the run has ranks (a process group; a group of one will do).
 void require_ranks(const RunContext& ctx, const std::string& scenario);
 // The ranks a scenario ran on, in its config: "world_size" and "backend".
 void describe_ranks(ScenarioResult& result, const RunContext& ctx);

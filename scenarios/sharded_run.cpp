@@ -1,6 +1,5 @@
 #include "scenarios/sharded_run.h"
 
-#include <ATen/ops/equal.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
@@ -35,12 +34,13 @@ Counts count_apart(Instrument& instrument, const std::function<void()>& body) {
   return instrument.take();
 }
 
-bool bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (!at::equal(a[i], b[i])) return false;
+std::string raw_bytes(const std::vector<at::Tensor>& tensors) {
+  std::string out;
+  for (const at::Tensor& t : tensors) {
+    const at::Tensor host = t.cpu().contiguous();
+    out.append(static_cast<const char*>(host.const_data_ptr()), host.nbytes());
   }
-  return true;
+  return out;
 }
 
 Correctness check_against_single_device(RunContext& ctx, const TrainingPreset& preset,

@@ -43,7 +43,9 @@ Correctness check_against_single_device(RunContext& ctx, const TrainingPreset& p
                                         const std::vector<at::Tensor>& initial,
                                         const std::vector<at::Tensor>& trained, int64_t steps);
 
-// Whether two lists of tensors are bitwise equal.
-bool bitwise_equal(const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b);
+// The tensors' bytes, one after another: what a scenario keeps from one variant to compare with
+// the next bitwise. Kept in a std::string, not in tensors, so that what the harness keeps is not
+// host memory of the variants measured after it.
+std::string raw_bytes(const std::vector<at::Tensor>& tensors);
 
 }  // namespace harness::scenarios

@@ -1,5 +1,7 @@
 #include "harness/instrument/counts.h"
 
+#include <algorithm>
+
 namespace harness {
 
 const char* to_string(CopyKind kind) {
@@ -24,6 +26,11 @@ const CopyTally& PhaseCounts::copies(CopyKind kind) const {
   return const_cast<PhaseCounts*>(this)->copies(kind);
 }
 
+void MemoryTally::add(const MemoryTally& later) {
+  if (later.peak) peak = peak ? std::max(*peak, *later.peak) : *later.peak;
+  if (later.allocated) allocated = later.allocated;
+}
+
 void PhaseCounts::add(const PhaseCounts& o) {
   launches += o.launches;
   for (const auto& [op, n] : o.launches_by_op) launches_by_op[op] += n;
@@ -39,24 +46,27 @@ void PhaseCounts::add(const PhaseCounts& o) {
     collectives[name].count += c.count;
     collectives[name].bytes += c.bytes;
   }
+  memory.add(o.memory);
 }
 
 bool PhaseCounts::operator==(const PhaseCounts& o) const {
   return launches == o.launches && launches_by_op == o.launches_by_op && h2d == o.h2d &&
          d2h == o.d2h && d2d == o.d2d && cross_device == o.cross_device && syncs == o.syncs &&
          collective_waits == o.collective_waits && memsets == o.memsets &&
-         stream_waits == o.stream_waits && collectives == o.collectives;
+         stream_waits == o.stream_waits && collectives == o.collectives && memory == o.memory;
 }
 
 PhaseCounts Counts::total() const {
   PhaseCounts sum;
   for (const auto& [_, c] : phases) sum.add(c);
+  sum.memory.add(memory);
   return sum;
 }
 
 void Counts::add(const Counts& o) {
   for (const auto& [phase, c] : o.phases) phases[phase].add(c);
   for (const auto& [site, n] : o.sync_sites) sync_sites[site] += n;
+  memory.add(o.memory);
 }
 
 std::vector<Measurement> to_measurements(const PhaseCounts& c, double divisor) {
@@ -94,6 +104,31 @@ std::vector<Measurement> to_measurements(const PhaseCounts& c, double divisor) {
   out.push_back({"collective.count", v(coll_count), "count", "collective calls"});
   out.push_back({"collective.bytes", v(coll_bytes), "bytes", "collective payload bytes"});
   return out;
+}
+
+std::vector<Measurement> memory_measurements(const PhaseCounts& c) {
+  auto v = [](const std::optional<int64_t>& x) -> std::optional<double> {
+    if (!x) return std::nullopt;
+    return static_cast<double>(*x);
+  };
+  // The same descriptions for `total` (the measured window) and each phase.
+  auto described = [](const char* what) {
+    return std::string(what) + "; a variant merged over ranks sums its ranks' figures";
+  };
+  return {
+      {"memory.peak_bytes", v(c.memory.device.peak), "bytes",
+       described("most device memory allocated at once during the phase or window (the rank's own "
+                 "device; what was allocated when it began included)")},
+      {"memory.allocated_bytes", v(c.memory.device.allocated), "bytes",
+       described("device memory allocated at the end of the phase (its last occurrence) or "
+                 "window")},
+      {"host_memory.peak_bytes", v(c.memory.host.peak), "bytes",
+       described("most bytes held by CPU tensors at once during the phase or window (pageable "
+                 "memory of c10's CPU allocator; what was held when it began included)")},
+      {"host_memory.allocated_bytes", v(c.memory.host.allocated), "bytes",
+       described("bytes held by CPU tensors at the end of the phase (its last occurrence) or "
+                 "window")},
+  };
 }
 
 std::vector<SyncSite> to_sync_sites(const Counts& counts) {

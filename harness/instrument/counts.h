@@ -2,6 +2,7 @@
 // What the instrument counts, by phase. Plain data: no Torch, no locking (see EventCollector).
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -29,7 +30,27 @@ struct CollectiveTally {
   bool operator==(const CollectiveTally& o) const { return count == o.count && bytes == o.bytes; }
 };
 
-// Everything counted while one phase was the innermost.
+// Memory of one pool (a device, or the host's CPU tensors) over a phase or a window, in bytes;
+// unset: not measured. Levels, not counts: never summed over phases or divided per step.
+struct MemoryTally {
+  std::optional<int64_t> peak;       // the most held at once while it was open, counting what was
+                                     // held when it began and what its nested phases held
+  std::optional<int64_t> allocated;  // held when it (last) ended
+  // Merges `later` (a later occurrence or window): the larger peak, `later`'s level where it
+  // has one.
+  void add(const MemoryTally& later);
+  bool operator==(const MemoryTally& o) const { return peak == o.peak && allocated == o.allocated; }
+};
+
+struct MemoryCounts {
+  MemoryTally device;  // the rank's own device
+  MemoryTally host;    // CPU tensors (see memory_ledger.h)
+  void add(const MemoryCounts& later) { device.add(later.device); host.add(later.host); }
+  bool operator==(const MemoryCounts& o) const { return device == o.device && host == o.host; }
+};
+
+// Everything counted while one phase was the innermost; and its memory (MemoryWatch), which
+// covers the whole time it was open.
 struct PhaseCounts {
   int64_t launches = 0;
   std::map<std::string, int64_t> launches_by_op;
@@ -40,9 +61,11 @@ struct PhaseCounts {
   int64_t memsets = 0;       // CUDA memsets (CUPTI MEMSET records); sim has none
   int64_t stream_waits = 0;  // stream-wait-event: device-side, not a host sync
   std::map<std::string, CollectiveTally> collectives;
+  MemoryCounts memory;
 
   CopyTally& copies(CopyKind kind);
   const CopyTally& copies(CopyKind kind) const;
+  // Counts are summed; memory is merged (MemoryTally::add), `other` taken as the later.
   void add(const PhaseCounts& other);
   bool operator==(const PhaseCounts& o) const;
 };
@@ -57,14 +80,20 @@ struct SyncSiteKey {
   }
 };
 
-// Counts of a window of execution, keyed by innermost phase ("" when no phase was open).
+// Counts of a window of execution, keyed by innermost phase (kNoPhase when no phase was open).
 struct Counts {
   std::map<std::string, PhaseCounts> phases;
   std::map<SyncSiteKey, int64_t> sync_sites;
+  MemoryCounts memory;  // the whole window, from its start to its end (outside phases too)
 
+  // The sum of the phases' counts; memory: the window's peak (the largest) and its level at the
+  // end (without window figures: the phases', merged in name order).
   PhaseCounts total() const;
+  // `other` is the later window.
   void add(const Counts& other);
-  bool operator==(const Counts& o) const { return phases == o.phases && sync_sites == o.sync_sites; }
+  bool operator==(const Counts& o) const {
+    return phases == o.phases && sync_sites == o.sync_sites && memory == o.memory;
+  }
 };
 
 // The phase name used for events that happen outside every phase.
@@ -76,6 +105,9 @@ inline constexpr const char* kUncountedPhase = "harness.uncounted";
 // Turns counts into self-describing measurements (names such as "d2h.count", "sync.count").
 // `divisor` divides every value (the number of measured steps for per-step figures).
 std::vector<Measurement> to_measurements(const PhaseCounts& counts, double divisor = 1.0);
+// Memory as measurements ("memory.peak_bytes", "host_memory.allocated_bytes", ...; null where not
+// measured). Levels: they go in `total` and each phase, never in per-step figures.
+std::vector<Measurement> memory_measurements(const PhaseCounts& counts);
 std::vector<SyncSite> to_sync_sites(const Counts& counts);
 
 }  // namespace harness

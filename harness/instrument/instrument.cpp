@@ -1,6 +1,9 @@
 // The one place that knows which instruments this build has (#ifdefs stay here).
 #include "harness/instrument/instrument.h"
 
+#include "harness/instrument/memory_ledger.h"
+#include "harness/instrument/memory_watch.h"
+
 #if HARNESS_HAVE_CUPTI
 #include "harness/instrument/cupti/cupti_collector.h"
 #endif
@@ -45,9 +48,7 @@ class UnavailableInstrument final : public Instrument {
   std::string why_;
 };
 
-}  // namespace
-
-std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind) {
+std::unique_ptr<Instrument> make_event_instrument(runtime::DeviceKind kind) {
   switch (kind) {
     case runtime::DeviceKind::Sim: return std::make_unique<DispatcherInstrument>(true);
     case runtime::DeviceKind::Cpu: return std::make_unique<DispatcherInstrument>(false);
@@ -58,6 +59,27 @@ std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind) {
 #else
   return std::make_unique<UnavailableInstrument>("this build has no CUPTI collector");
 #endif
+}
+
+// The device's memory: none on cpu (memory.* are null there).
+std::unique_ptr<MemorySource> device_memory_source(runtime::DeviceKind kind) {
+  switch (kind) {
+    case runtime::DeviceKind::Sim: return sim_memory_source();
+    case runtime::DeviceKind::Cpu: return nullptr;
+    case runtime::DeviceKind::Cuda: break;
+  }
+#if HARNESS_HAVE_CUDA
+  return cuda_memory_source();
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace
+
+std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind) {
+  memory::install_host_counting();  // before the workload's first CPU tensor
+  return with_memory(make_event_instrument(kind), device_memory_source(kind), host_memory_source());
 }
 
 }  // namespace harness

@@ -5,6 +5,9 @@
 //           syncs are truly zero; launches are not measured (reported as null).
 //   cuda -> CUPTI (cupti/cupti_collector.h) where the build has it; where CUPTI cannot run it is
 //           reported as unavailable or degraded, never as zeros.
+// make_instrument() also installs the counting CPU allocator and wraps the instrument in a
+// MemoryWatch (memory_watch.h): device memory by phase from the sim ledger or CUDA's caching
+// allocator (none on cpu: null), host memory from the counting CPU allocator.
 #include <memory>
 #include <optional>
 #include <string>

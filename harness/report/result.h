@@ -49,10 +49,12 @@ struct VariantResult {
   std::string expected_failure;
   bool failed_as_expected() const { return !ran && !expected_failure.empty(); }
   int64_t measured_steps = 0;                // steps in the measured window
-  // Counts of the measured window: divided by measured_steps, and in total.
+  // Counts of the measured window: divided by measured_steps, and in total. Memory levels
+  // (memory.*, host_memory.*) are in total and in phases only.
   std::vector<Measurement> per_step;
   std::vector<Measurement> total;
-  // Counts of the measured window by innermost phase (key: phase name, e.g. "optimizer.step").
+  // Counts of the measured window by innermost phase (key: phase name, e.g. "optimizer.step"),
+  // and the memory of each phase while it was open.
   std::map<std::string, std::vector<Measurement>> phases;
   std::map<std::string, int64_t> launches_by_op;  // measured window, op name -> launches
   std::vector<SyncSite> sync_sites;               // measured window

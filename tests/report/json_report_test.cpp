@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <limits>
 
+#include "harness/report/gate.h"
 #include "test_support.h"
 
 namespace harness {
@@ -104,6 +105,52 @@ TEST(JsonReport, IntegralValuesAreIntegersOthersDoubles) {
   EXPECT_EQ(j["frac"].dump(), "2.5");
   EXPECT_TRUE(j["big"].is_number_float());
   EXPECT_EQ(j["below"].dump(), "9007199254740991");
+}
+
+// Memory levels (schema 1.1.0): in `total` and each phase; null (not measured, e.g. device
+// memory on cpu) stays null; gates address them by metric path after a round trip.
+TEST(JsonReport, MemoryMeasurementsRoundTripAndGatesAddressThem) {
+  RunReport report = sample_report();
+  VariantResult& v = sample_variant(report, "fresh/foreach");
+  const auto memory = [](std::optional<double> peak, std::optional<double> level,
+                         std::optional<double> host_peak, std::optional<double> host_level) {
+    return std::vector<Measurement>{
+        {"memory.peak_bytes", peak, "bytes", "peak device memory"},
+        {"memory.allocated_bytes", level, "bytes", "device memory at the end"},
+        {"host_memory.peak_bytes", host_peak, "bytes", "peak host memory"},
+        {"host_memory.allocated_bytes", host_level, "bytes", "host memory at the end"}};
+  };
+  for (Measurement& m : memory(194116, 143168, 9256, 40)) v.total.push_back(m);
+  v.phases["setup"] = memory(35792, 35792, 40, 40);
+  v.phases["cpu"] = memory(std::nullopt, std::nullopt, 64, 0);
+  const ReportJson j = to_json(report);
+  const ReportJson& written = j["scenarios"][0]["variants"][0];
+  EXPECT_EQ(written["total"]["memory.peak_bytes"], 194116);
+  EXPECT_TRUE(written["phases"]["cpu"]["memory.peak_bytes"].is_null());
+  EXPECT_FALSE(written["per_step"].contains("memory.peak_bytes"));
+  EXPECT_EQ(j["measurements"]["host_memory.allocated_bytes"]["unit"], "bytes");
+
+  const RunReport back = report_from_json(ReportJson::parse(j.dump()), "memory");
+  EXPECT_TRUE(back == report);
+  const VariantResult& b = *find_variant(back.scenarios.at(0), "fresh/foreach");
+  EXPECT_EQ(find_metric(b, "total.memory.peak_bytes")->value, 194116);
+  EXPECT_EQ(find_metric(b, "total.host_memory.allocated_bytes")->value, 40);
+  EXPECT_EQ(find_metric(b, "phase[setup].memory.allocated_bytes")->value, 35792);
+  EXPECT_FALSE(find_metric(b, "phase[cpu].memory.peak_bytes")->value.has_value());
+
+  const GateFile gate = parse_gate_json(
+      {{"gate_version", 1},
+       {"rules", {{{"scenario", "resume_adam"}, {"variant", "fresh/foreach"},
+                   {"metric", "phase[setup].memory.peak_bytes"}, {"max", 40000}},
+                  {{"scenario", "resume_adam"}, {"variant", "fresh/foreach"},
+                   {"metric", "total.memory.peak_bytes"}, {"max", 150000}}}}},
+      "gates/memory.json");
+  const GateOutcome outcome = evaluate_gate(gate, back, nullptr);
+  ASSERT_EQ(outcome.outcomes.size(), 2u);
+  EXPECT_EQ(outcome.outcomes[0].status, RuleStatus::Pass);
+  EXPECT_EQ(outcome.outcomes[0].actual, 35792.0);
+  EXPECT_EQ(outcome.outcomes[1].status, RuleStatus::Fail);
+  EXPECT_EQ(outcome.outcomes[1].actual, 194116.0);
 }
 
 TEST(JsonReport, UnknownFieldsAreIgnored) {

@@ -49,6 +49,23 @@ TEST(RankMerge, SumsCountsKeepsSlowestTimingAndAddsPerRankVariants) {
   EXPECT_EQ(*find_metric(merged.variants[2], "per_step.sync.count")->value, 3);
 }
 
+// Memory levels of a merged variant are summed too (their descriptions say so): the sum of the
+// ranks' peaks bounds the peak of all ranks together.
+TEST(RankMerge, MemoryIsSummedOverRanksAndNullStaysNull) {
+  VariantResult r0 = variant("a", 1, 1, 1);
+  VariantResult r1 = variant("a", 1, 1, 1);
+  r0.total.push_back({"memory.peak_bytes", 1000, "bytes", ""});
+  r1.total.push_back({"memory.peak_bytes", 3000, "bytes", ""});
+  r0.phases["setup"] = {{"memory.allocated_bytes", 10, "bytes", ""},
+                        {"host_memory.peak_bytes", std::nullopt, "bytes", ""}};
+  r1.phases["setup"] = {{"memory.allocated_bytes", 20, "bytes", ""},
+                        {"host_memory.peak_bytes", 5, "bytes", ""}};
+  const VariantResult a = merge_rank_results({scenario({r0}), scenario({r1})}).variants.at(0);
+  EXPECT_EQ(find_metric(a, "total.memory.peak_bytes")->value, 4000);
+  EXPECT_EQ(find_metric(a, "phase[setup].memory.allocated_bytes")->value, 30);
+  EXPECT_FALSE(find_metric(a, "phase[setup].host_memory.peak_bytes")->value.has_value());
+}
+
 TEST(RankMerge, NullOnAnyRankIsNullAndFailuresNameTheRank) {
   VariantResult failed = variant("a", 1, 4, 1);
   failed.ran = false;

@@ -133,5 +133,53 @@ TEST(StepWindow, InstrumentOverheadModeCountsEverySecondStepAndTimesTheOthers) {
   EXPECT_FALSE(events::collecting());
 }
 
+// Memory levels of a real measured window: in total and in every phase, never per step.
+TEST(StepWindow, MemoryIsInTotalAndPhasesAndNotDividedPerStep) {
+  sim::initialize();
+  auto instrument = make_instrument(runtime::DeviceKind::Sim);
+  runtime::MlpRegression m({{8, 16, 4}, 1}, {});
+  runtime::SyntheticRegressionData data({16, 8, 4, 5, true});
+  runtime::SingleDeviceStrategy s(sim::device(0), runtime::RestorePolicy::Rebuild);
+  runtime::Trainer t(s, data, {4, 2});
+  int64_t parameter_bytes = 0;
+  for (const at::Tensor& p : m.parameters()) parameter_bytes += p.nbytes();
+  const int64_t before = sim::memory_stats(0).allocated_bytes;
+  StepWindow window(*instrument, 1);
+  t.add_callback(&window);
+  t.fit(m);
+  VariantResult r;
+  window.finish(r);
+  ASSERT_EQ(r.measured_steps, 3);
+  auto value = [&](const std::string& path) {
+    const Measurement* mm = find_metric(r, path);
+    EXPECT_NE(mm, nullptr) << path;
+    EXPECT_TRUE(mm && mm->value) << path;
+    return mm && mm->value ? *mm->value : -1.0;
+  };
+  for (const char* name : {"memory.peak_bytes", "memory.allocated_bytes",
+                           "host_memory.peak_bytes", "host_memory.allocated_bytes"}) {
+    EXPECT_EQ(find_metric(r, std::string("per_step.") + name), nullptr) << name;
+    EXPECT_EQ(find_metric(r, std::string("total.") + name)->unit, "bytes");
+    for (const auto& [phase, _] : r.phases) value("phase[" + phase + "]." + name);
+  }
+  // After a step the device holds parameters, gradients and Adam's two moments (its `step`
+  // tensors are on the host), whatever the number of steps.
+  EXPECT_EQ(value("total.memory.allocated_bytes"),
+            static_cast<double>(before + 4 * parameter_bytes));
+  // ... and at the end of optimizer.step the batch on the device is still alive too.
+  const double batch_bytes = 16 * (8 + 4) * 4;
+  EXPECT_GE(value("phase[optimizer.step].memory.allocated_bytes"),
+            value("total.memory.allocated_bytes") + batch_bytes);
+  // Activations and the batch come and go inside the step: the step's peak is the window's.
+  EXPECT_GT(value("total.memory.peak_bytes"), value("total.memory.allocated_bytes"));
+  EXPECT_EQ(value("phase[train.step].memory.peak_bytes"), value("total.memory.peak_bytes"));
+  EXPECT_GE(value("phase[train.step].memory.peak_bytes"),
+            value("phase[train.forward].memory.peak_bytes"));
+  // The batch is made in pageable host memory (then pinned, which is not counted): host memory
+  // in train.data.
+  EXPECT_GE(value("phase[train.data].host_memory.peak_bytes"),
+            value("phase[train.data].host_memory.allocated_bytes") + batch_bytes);
+}
+
 }  // namespace
 }  // namespace harness

@@ -14,6 +14,8 @@
 // See DESIGN.md, "The counting contract", and README "How it works".
 #include <c10/core/Device.h>
 
+#include "harness/instrument/memory_ledger.h"
+
 namespace at {
 class Tensor;
 }
@@ -38,6 +40,15 @@ bool is_sim(const at::Tensor& tensor);
 // sim:i -> sim:j copies with i != j are cross-device.
 void set_home_device(int index) noexcept;
 int home_device() noexcept;
+// The device the instrument measures memory on: home_device() when set, else this thread's
+// current sim device.
+int own_device() noexcept;
+
+// Device memory of sim:index, in bytes: what its tensors hold now (bytes they adopted from CPU
+// kernels included; see sim_kernels.cpp) and the peak since the last reset_peak(index). The
+// instrument resets the peak of the device it measures at every phase boundary while it counts.
+memory::Stats memory_stats(int index);
+void reset_peak(int index);
 
 // Explicit synchronisation of a sim device: counted as a sync ("device synchronize").
 void synchronize(int index = 0);

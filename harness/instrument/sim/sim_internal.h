@@ -1,14 +1,37 @@
 #pragma once
-// Shared between the sim backend's runtime (sim_runtime.cpp) and kernels (sim_kernels.cpp).
+// Shared between the sim backend's runtime (sim_runtime.cpp), kernels (sim_kernels.cpp) and
+// storages (sim_storage.cpp).
 #include <c10/core/Allocator.h>
+#include <c10/core/DispatchKeySet.h>
+#include <c10/core/Storage.h>
 #include <c10/core/StorageImpl.h>
 
+namespace at {
+class Tensor;
+}
+
 namespace harness::sim {
+
+inline constexpr c10::DispatchKeySet kSimKeys{c10::DispatchKey::PrivateUse1};
+inline constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
 
 c10::Allocator* device_allocator();
 // Grows or shrinks a sim storage in place (new device memory, contents kept up to the new size).
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
 // Registers the sim kernels and the boxed fallback with the dispatcher (called by initialize()).
 void register_kernels();
+
+// A TensorImpl over `storage` (its whole extent) with the view geometry of `like`.
+at::Tensor make_tensor_on(c10::Storage storage, c10::DispatchKeySet keys, const at::Tensor& like);
+// A CPU storage over the same bytes as `storage` (which it keeps alive). Resizable with the CPU
+// allocator, so a CPU kernel may grow an out= argument; the sim tensor then adopts the new bytes.
+c10::Storage cpu_view_of_storage(const c10::Storage& storage);
+// A sim DataPtr over the bytes of CPU storage `storage` (which it keeps alive): device memory of
+// sim:index from now on, counted once.
+c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::DeviceIndex index);
+// The reverse of cpu_view_of_storage: a sim storage over bytes a CPU kernel allocated.
+c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::DeviceIndex index);
+// A CPU tensor over the same memory as sim tensor `sim_tensor` (same geometry).
+at::Tensor cpu_alias(const at::Tensor& sim_tensor);
 
 }  // namespace harness::sim

@@ -1,6 +1,18 @@
 // The sim backend's kernels: allocation, views and metadata (never counted), copies and `.item()`
 // (counted by the copy and sync rules), and one boxed fallback that runs every other op with its
 // CPU kernel on zero-copy CPU aliases of the sim memory (one launch each).
+//
+// Device memory (the memory ledger's device accounts) comes into existence in three ways, each
+// counted once:
+//   1. the sim allocator (empty, empty_strided, resize_ and storage resizes): charged to the
+//      device when allocated;
+//   2. CPU allocations a sim op's CPU kernel makes (outputs, grown out= arguments, temporaries):
+//      the fallback runs the kernel under memory::ChargeTo(device), so the counting CPU allocator
+//      charges them to the device, never to the host;
+//   3. a sim storage adopting such bytes (adopt_bytes, sim_storage.cpp) moves them to the device
+//      if they were still the host's (allocated on another thread), or charges them itself if no
+//      counted allocator made them. They are discharged when the last storage holding them dies.
+// Zero-copy CPU aliases (cpu_view_of_storage) allocate nothing and are not counted.
 #include <ATen/EmptyTensor.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
@@ -11,7 +23,6 @@
 #include <ATen/ops/resize_native.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
-#include <c10/core/CPUAllocator.h>
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
@@ -20,44 +31,12 @@
 #include <vector>
 
 #include "harness/instrument/collector.h"
+#include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/instrument/sim/sim_internal.h"
 
 namespace harness::sim {
 namespace {
-
-constexpr c10::DispatchKeySet kSimKeys{c10::DispatchKey::PrivateUse1};
-constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
-
-void release_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
-
-// A TensorImpl over `storage` (its whole extent) with the view geometry of `like`.
-at::Tensor make_tensor_on(c10::Storage storage, c10::DispatchKeySet keys, const at::Tensor& like) {
-  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, like.dtype());
-  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
-  return at::Tensor(std::move(impl));
-}
-
-// A CPU storage over the same bytes as `storage` (which it keeps alive). Resizable with the CPU
-// allocator, so a CPU kernel may grow an out= argument; the sim tensor then adopts the new bytes.
-c10::Storage cpu_view_of_storage(const c10::Storage& storage) {
-  c10::DataPtr ptr(storage.mutable_data(), new c10::Storage(storage), &release_storage,
-                   c10::Device(c10::DeviceType::CPU));
-  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr),
-                      c10::GetCPUAllocator(), /*resizable=*/true);
-}
-
-// The reverse: a sim storage over bytes a CPU kernel allocated (which it keeps alive).
-c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::DeviceIndex index) {
-  c10::DataPtr ptr(storage.mutable_data(), new c10::Storage(storage), &release_storage,
-                   c10::Device(c10::DeviceType::PrivateUse1, index));
-  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr),
-                      device_allocator(), /*resizable=*/true);
-}
-
-at::Tensor cpu_alias(const at::Tensor& sim_tensor) {
-  return make_tensor_on(cpu_view_of_storage(sim_tensor.storage()), kCpuKeys, sim_tensor);
-}
 
 bool host_pinned(const at::Tensor& t) {
   return t.has_storage() && is_pinned_host_pointer(t.storage().data());
@@ -108,6 +87,7 @@ at::Tensor reshape_alias(const at::Tensor& self, c10::SymIntArrayRef size,
 
 const at::Tensor& resize(const at::Tensor& self, c10::SymIntArrayRef size,
                          std::optional<c10::MemoryFormat> memory_format) {
+  const c10::DeviceGuard guard(self.device());  // new bytes belong to self's device
   return at::native::resize_(self, C10_AS_INTARRAYREF_SLOW(size), memory_format);
 }
 
@@ -140,7 +120,12 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   const int64_t begin = events::begin_time();
   at::Tensor cpu_dst = dst_sim ? cpu_alias(dst) : dst;
   const at::Tensor cpu_src = src_sim ? cpu_alias(src) : src;
-  cpu_dst.copy_(cpu_src);  // a CPU-to-CPU copy: the backend's own work, not counted
+  {
+    // A CPU-to-CPU copy: the backend's own work, not counted; what it may allocate is the
+    // device's (as a CUDA copy's staging would be).
+    const memory::ChargeTo charge_to(dst_sim ? dst.device().index() : src.device().index());
+    cpu_dst.copy_(cpu_src);
+  }
   const int home = home_device();
   const auto foreign = [home](const at::Tensor& t) {
     return is_sim(t) && home >= 0 && t.device().index() != home;
@@ -273,8 +258,7 @@ class FallbackCall {
       // its views) takes over the new bytes.
       const c10::Storage& grown = cpu->storage();
       c10::StorageImpl* storage = sim->storage().unsafeGetStorageImpl();
-      storage->set_data_ptr_noswap(c10::DataPtr(grown.mutable_data(), new c10::Storage(grown),
-                                                &release_storage, a.sim.device()));
+      storage->set_data_ptr_noswap(adopt_bytes(grown, a.sim.device().index()));
       storage->set_nbytes(grown.nbytes());
     }
     if (sim->sizes() != cpu->sizes() || sim->strides() != cpu->strides() ||
@@ -316,7 +300,11 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
   call.alias_arguments(stack);
   std::optional<c10::DeviceGuard> guard;
   if (call.device()) guard.emplace(*call.device());
-  op.redispatchBoxed(kCpuKeys, stack);
+  {
+    // What the CPU kernel allocates is the device's memory (see the top of this file).
+    const memory::ChargeTo charge_to(call.device() ? call.device()->index() : memory::kHost);
+    op.redispatchBoxed(kCpuKeys, stack);
+  }
   call.restore_results(stack);
   if (!is_view_op(schema)) events::record_launch(schema.name(), begin);
 }

@@ -5,6 +5,7 @@
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/impl/alloc_cpu.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/Stream.h>
@@ -16,6 +17,7 @@
 #include <unordered_set>
 
 #include "harness/instrument/collector.h"
+#include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/instrument/sim/sim_internal.h"
 
@@ -32,13 +34,18 @@ void check_index(c10::DeviceIndex index) {
               g_device_count - 1, ")");
 }
 
-void free_device_memory(void* p) { c10::free_cpu(p); }
+void free_device_memory(void* p) {
+  if (p) c10::free_cpu(memory::close_block(p));
+}
 
-// Device memory: plain host memory, tagged with the sim device it belongs to.
+// Device memory: plain host memory, tagged with the sim device it belongs to and counted in that
+// device's account of the memory ledger (bytes held and peak; memory_stats()).
 class SimDeviceAllocator final : public c10::Allocator {
  public:
   c10::DataPtr allocate(size_t nbytes) override {
-    void* p = nbytes ? c10::alloc_cpu(nbytes) : nullptr;
+    void* p = nbytes ? memory::open_block(c10::alloc_cpu(nbytes + memory::kBlockHeaderBytes),
+                                          nbytes, t_current_device)
+                     : nullptr;
     return {p, p, &free_device_memory, c10::Device(c10::DeviceType::PrivateUse1, t_current_device)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_device_memory; }
@@ -178,6 +185,7 @@ c10::Allocator* device_allocator() { return &g_device_allocator; }
 
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
   TORCH_CHECK(storage->resizable(), "sim: trying to resize a storage that is not resizable");
+  const c10::DeviceGuard guard(storage->device());  // the new bytes belong to its device
   c10::DataPtr fresh = g_device_allocator.allocate(nbytes);
   const size_t keep = std::min(nbytes, storage->nbytes());
   if (keep) std::memcpy(fresh.get(), storage->data(), keep);
@@ -190,6 +198,7 @@ void initialize(int device_count) {
     TORCH_CHECK(device_count > 0 && device_count <= 64, "sim device count must be 1..64, got ",
                 device_count);
     g_device_count = device_count;
+    memory::install_host_counting();  // before the workload's first CPU tensor
     c10::register_privateuse1_backend(kBackendName);
     c10::SetAllocator(c10::DeviceType::PrivateUse1, &g_device_allocator);
     static c10::impl::DeviceGuardImplRegistrar guard_registrar(c10::DeviceType::PrivateUse1,
@@ -203,6 +212,20 @@ bool is_initialized() noexcept { return g_device_count > 0; }
 int device_count() noexcept { return g_device_count; }
 void set_home_device(int index) noexcept { g_home_device.store(index); }
 int home_device() noexcept { return g_home_device.load(); }
+int own_device() noexcept {
+  const int home = home_device();
+  return home >= 0 ? home : t_current_device;
+}
+
+memory::Stats memory_stats(int index) {
+  check_index(static_cast<c10::DeviceIndex>(index));
+  return memory::stats(index);
+}
+
+void reset_peak(int index) {
+  check_index(static_cast<c10::DeviceIndex>(index));
+  memory::reset_peak(index);
+}
 
 c10::Device device(int index) {
   TORCH_CHECK(is_initialized(), "sim backend used before harness::sim::initialize()");

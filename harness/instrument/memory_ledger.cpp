@@ -1,0 +1,143 @@
+#include "harness/instrument/memory_ledger.h"
+
+#include <c10/core/Allocator.h>
+#include <c10/core/CPUAllocator.h>
+#include <c10/core/alignment.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <new>
+#include <utility>
+
+namespace harness::memory {
+namespace {
+
+struct alignas(64) Account {  // one cache line each: devices do not contend with the host
+  std::atomic<int64_t> allocated{0};
+  std::atomic<int64_t> peak{0};
+};
+Account g_accounts[kMaxDevices + 1];  // [0] is the host; constant-initialised, never destroyed
+
+Account& account_of(int account) noexcept { return g_accounts[account + 1]; }
+
+// In front of every counted block's bytes.
+struct BlockHeader {
+  size_t nbytes;
+  std::atomic<int> account;
+  c10::DataPtr base;  // what the counting CPU allocator wrapped (empty for sim device blocks)
+};
+static_assert(sizeof(BlockHeader) <= kBlockHeaderBytes, "the header must fit");
+static_assert(kBlockHeaderBytes % c10::gAlignment == 0, "the bytes must keep their alignment");
+
+BlockHeader* header_of(void* data) noexcept {
+  return reinterpret_cast<BlockHeader*>(static_cast<char*>(data) - kBlockHeaderBytes);
+}
+
+thread_local int t_account = kHost;
+
+// Wraps the CPU allocator c10 had: each block gets a header, and is charged to the host, or to
+// the account a ChargeTo names on this thread.
+class CountingCpuAllocator final : public c10::Allocator {
+ public:
+  explicit CountingCpuAllocator(c10::Allocator* base) : base_(base) {}
+
+  c10::DataPtr allocate(size_t nbytes) override {
+    if (nbytes == 0) return base_->allocate(0);  // nothing to count (null where c10's is)
+    c10::DataPtr base = base_->allocate(nbytes + kBlockHeaderBytes);
+    const c10::Device device = base.device();
+    void* data = open_block(base.get(), nbytes, t_account);
+    header_of(data)->base = std::move(base);
+    return {data, data, &free_block, device};
+  }
+  // Also right for a zero-byte raw allocation: c10's allocators give null for it.
+  c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
+  void copy_data(void* dest, const void* src, std::size_t count) const override {
+    default_copy_data(dest, src, count);
+  }
+
+  static void free_block(void* data) {
+    if (data == nullptr) return;
+    BlockHeader* header = header_of(data);
+    c10::DataPtr base = std::move(header->base);  // frees the block when it goes out of scope
+    close_block(data);
+  }
+
+ private:
+  c10::Allocator* base_;
+};
+
+CountingCpuAllocator* g_counting = nullptr;
+std::once_flag g_install_once;
+
+}  // namespace
+
+Stats stats(int account) noexcept {
+  const Account& a = account_of(account);
+  const int64_t level = a.allocated.load(std::memory_order_relaxed);
+  return {level, std::max(level, a.peak.load(std::memory_order_relaxed))};
+}
+
+void reset_peak(int account) noexcept { (void)take_peak(account); }
+
+Stats take_peak(int account) noexcept {
+  Account& a = account_of(account);
+  const int64_t level = a.allocated.load(std::memory_order_relaxed);
+  return {level, std::max(level, a.peak.exchange(level, std::memory_order_relaxed))};
+}
+
+void charge(int account, int64_t nbytes) noexcept {
+  Account& a = account_of(account);
+  const int64_t level = a.allocated.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
+  int64_t peak = a.peak.load(std::memory_order_relaxed);
+  while (level > peak && !a.peak.compare_exchange_weak(peak, level, std::memory_order_relaxed)) {
+  }
+}
+
+void discharge(int account, int64_t nbytes) noexcept {
+  account_of(account).allocated.fetch_sub(nbytes, std::memory_order_relaxed);
+}
+
+void* open_block(void* raw, size_t nbytes, int account) noexcept {
+  new (raw) BlockHeader{nbytes, {account}, {}};
+  charge(account, static_cast<int64_t>(nbytes));
+  return static_cast<char*>(raw) + kBlockHeaderBytes;
+}
+
+void* close_block(void* data) noexcept {
+  BlockHeader* header = header_of(data);
+  discharge(header->account.load(std::memory_order_relaxed), static_cast<int64_t>(header->nbytes));
+  header->~BlockHeader();
+  return header;
+}
+
+ChargeTo::ChargeTo(int account) noexcept : previous_(t_account) { t_account = account; }
+ChargeTo::~ChargeTo() { t_account = previous_; }
+
+bool install_host_counting() {
+  std::call_once(g_install_once, [] {
+    // Leaked: CPU tensors are freed through it until the process ends.
+    g_counting = new CountingCpuAllocator(c10::GetCPUAllocator());
+    c10::SetCPUAllocator(g_counting);
+  });
+  return host_counting_installed();
+}
+
+bool host_counting_installed() noexcept {
+  return g_counting != nullptr && c10::GetCPUAllocator() == g_counting;
+}
+
+bool charge_to_device(const c10::DataPtr& ptr, int device) noexcept {
+  if (ptr.get_deleter() != &CountingCpuAllocator::free_block || ptr.get() == nullptr) {
+    return false;
+  }
+  BlockHeader* header = header_of(ptr.get());
+  int expected = kHost;
+  if (header->account.compare_exchange_strong(expected, device)) {
+    discharge(kHost, static_cast<int64_t>(header->nbytes));
+    charge(device, static_cast<int64_t>(header->nbytes));
+  }
+  return true;
+}
+
+}  // namespace harness::memory

@@ -1,0 +1,67 @@
+// Storages the sim device shares with the CPU: zero-copy CPU aliases of sim memory (what the CPU
+// kernels run on), and sim storages over bytes a CPU kernel allocated -- with how the memory
+// ledger counts each (see sim_kernels.cpp for every way device memory comes into existence).
+#include <ATen/core/Tensor.h>
+#include <c10/core/CPUAllocator.h>
+
+#include "harness/instrument/memory_ledger.h"
+#include "harness/instrument/sim/sim_internal.h"
+
+namespace harness::sim {
+namespace {
+
+void release_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
+
+// Bytes a sim storage adopted that no counted allocator made: charged to the device here.
+struct AdoptedBytes {
+  c10::Storage storage;
+  int64_t nbytes;
+  int device;
+};
+
+void release_adopted(void* ctx) {
+  auto* adopted = static_cast<AdoptedBytes*>(ctx);
+  memory::discharge(adopted->device, adopted->nbytes);
+  delete adopted;
+}
+
+}  // namespace
+
+at::Tensor make_tensor_on(c10::Storage storage, c10::DispatchKeySet keys, const at::Tensor& like) {
+  auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, like.dtype());
+  impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  return at::Tensor(std::move(impl));
+}
+
+// Not counted: it allocates nothing (its DataPtr only keeps the sim storage alive).
+c10::Storage cpu_view_of_storage(const c10::Storage& storage) {
+  c10::DataPtr ptr(storage.mutable_data(), new c10::Storage(storage), &release_storage,
+                   c10::Device(c10::DeviceType::CPU));
+  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr),
+                      c10::GetCPUAllocator(), /*resizable=*/true);
+}
+
+c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::DeviceIndex index) {
+  const c10::Device device(c10::DeviceType::PrivateUse1, index);
+  // Counted already: by the counting CPU allocator (moved to the device if still the host's), or
+  // as sim memory (a CPU view of a sim storage).
+  if (memory::charge_to_device(storage.data_ptr(), index) ||
+      storage.data_ptr().get_deleter() == &release_storage) {
+    return {storage.mutable_data(), new c10::Storage(storage), &release_storage, device};
+  }
+  const auto nbytes = static_cast<int64_t>(storage.nbytes());
+  auto* adopted = new AdoptedBytes{storage, nbytes, index};
+  memory::charge(index, nbytes);
+  return {storage.mutable_data(), adopted, &release_adopted, device};
+}
+
+c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::DeviceIndex index) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
+                      adopt_bytes(storage, index), device_allocator(), /*resizable=*/true);
+}
+
+at::Tensor cpu_alias(const at::Tensor& sim_tensor) {
+  return make_tensor_on(cpu_view_of_storage(sim_tensor.storage()), kCpuKeys, sim_tensor);
+}
+
+}  // namespace harness::sim

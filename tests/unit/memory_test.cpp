@@ -1,0 +1,216 @@
+// Device and host memory: the sim allocator's ledger, bytes adopted from CPU kernels, the counting
+// CPU allocator, and the peaks and levels a MemoryWatch files by phase.
+#include <ATen/ATen.h>
+#include <gtest/gtest.h>
+
+#include "harness/instrument/instrument.h"
+#include "harness/instrument/memory_ledger.h"
+#include "harness/instrument/phase.h"
+#include "harness/instrument/sim/sim_device.h"
+
+namespace harness {
+namespace {
+
+class Memory : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { sim::initialize(); }
+  static int64_t device_level(int index = 0) { return sim::memory_stats(index).allocated_bytes; }
+  static int64_t host_level() { return memory::stats(memory::kHost).allocated_bytes; }
+  static int64_t host_peak() { return memory::stats(memory::kHost).peak_bytes; }
+  at::Tensor sim_floats(int64_t n, int index = 0) {
+    return at::empty({n}, at::TensorOptions().dtype(at::kFloat).device(sim::device(index)));
+  }
+  // Runs `f` in a measured window of a sim instrument and returns what it counted.
+  template <class F>
+  Counts measure(F&& f) {
+    auto instrument = make_instrument(runtime::DeviceKind::Sim);
+    {
+      Counting counting(*instrument);
+      f();
+    }
+    return instrument->take();
+  }
+};
+
+TEST_F(Memory, HostCountingIsInstalledWithTheSimBackend) {
+  EXPECT_TRUE(memory::host_counting_installed());
+}
+
+TEST_F(Memory, AnNByteSimTensorRaisesAllocatedBytesByNAndFreeingLowersThem) {
+  const int64_t before = device_level();
+  const int64_t other = device_level(1);
+  {
+    at::Tensor t = sim_floats(1000);
+    EXPECT_EQ(device_level(), before + 4000);
+    EXPECT_GE(sim::memory_stats(0).peak_bytes, before + 4000);
+    EXPECT_EQ(device_level(1), other);  // each device has its own account
+  }
+  EXPECT_EQ(device_level(), before);
+  sim::reset_peak(0);
+  EXPECT_EQ(sim::memory_stats(0).peak_bytes, before);
+}
+
+TEST_F(Memory, OutputOfACpuKernelOnASimTensorIsDeviceMemoryNotHostMemory) {
+  at::Tensor x = at::ones({256}).to(sim::device(0));  // 1 KiB
+  const int64_t device = device_level();
+  const int64_t host = host_level();
+  memory::reset_peak(memory::kHost);
+  {
+    at::Tensor y = x * x;  // the fallback: a CPU kernel allocates the output
+    EXPECT_EQ(y.device(), sim::device(0));
+    EXPECT_EQ(device_level(), device + 1024);
+    EXPECT_EQ(host_level(), host);
+    EXPECT_EQ(host_peak(), host);  // not host memory even for a moment
+  }
+  EXPECT_EQ(device_level(), device);  // released when the adopted storage dies
+}
+
+TEST_F(Memory, OutArgumentGrownByTheKernelIsDeviceMemory) {
+  at::Tensor a = at::ones({3, 2}).to(sim::device(0));
+  at::Tensor out = sim_floats(0);
+  const int64_t device = device_level();
+  const int64_t host = host_level();
+  memory::reset_peak(memory::kHost);
+  at::add_out(out, a, a);
+  EXPECT_EQ(device_level(), device + 24);
+  EXPECT_EQ(host_peak(), host);
+  out = at::Tensor();
+  EXPECT_EQ(device_level(), device);
+}
+
+TEST_F(Memory, ResizeCountsOnTheTensorsOwnDevice) {
+  at::Tensor t = sim_floats(0, 1);
+  const int64_t zero = device_level(0);
+  const int64_t one = device_level(1);
+  t.resize_({100});  // the current device is sim:0
+  EXPECT_EQ(device_level(1), one + 400);
+  EXPECT_EQ(device_level(0), zero);
+  EXPECT_EQ(t.storage().data_ptr().device(), sim::device(1));
+}
+
+TEST_F(Memory, HostTensorsAreHostMemoryAndAliasesAreNotCounted) {
+  const int64_t host = host_level();
+  at::Tensor s = at::ones({500}).to(sim::device(0));  // the CPU temporary is freed
+  EXPECT_EQ(host_level(), host);
+  const int64_t device = device_level();
+  at::Tensor cpu = at::empty({1000});
+  EXPECT_EQ(host_level(), host + 4000);
+  at::Tensor back = s.cpu();  // D2H: a new CPU tensor
+  EXPECT_EQ(host_level(), host + 6000);
+  EXPECT_EQ(device_level(), device);
+  at::Tensor alias = sim::host_alias(s);  // zero-copy: nothing new
+  EXPECT_EQ(host_level(), host + 6000);
+  EXPECT_EQ(device_level(), device);
+}
+
+TEST_F(Memory, ChargeToDeviceMovesAHostBlockOnce) {
+  at::Tensor cpu = at::empty({64});
+  const int64_t host = host_level();
+  const int64_t device = device_level(3);
+  ASSERT_TRUE(memory::charge_to_device(cpu.storage().data_ptr(), 3));
+  ASSERT_TRUE(memory::charge_to_device(cpu.storage().data_ptr(), 3));  // already the device's
+  EXPECT_EQ(host_level(), host - 256);
+  EXPECT_EQ(device_level(3), device + 256);
+  cpu = at::Tensor();
+  EXPECT_EQ(device_level(3), device);
+  EXPECT_EQ(host_level(), host - 256);
+}
+
+TEST_F(Memory, APhasePeakIsAboveItsEndLevelWhenItFreesATemporary) {
+  at::Tensor keep;
+  const int64_t level = device_level();
+  const Counts c = measure([&] {
+    Phase phase("work");
+    keep = sim_floats(100);
+    at::Tensor temporary = sim_floats(1000);
+  });
+  const MemoryTally& work = c.phases.at("work").memory.device;
+  EXPECT_EQ(work.peak, level + 400 + 4000);
+  EXPECT_EQ(work.allocated, level + 400);
+  EXPECT_EQ(c.memory.device.peak, level + 4400);  // the window
+  EXPECT_EQ(c.memory.device.allocated, level + 400);
+  EXPECT_EQ(c.total().memory.device.peak, level + 4400);
+  EXPECT_EQ(c.total().memory.device.allocated, level + 400);
+}
+
+TEST_F(Memory, NestedPhasesPeakInsideTheirParentAndAQuietPhasePeaksAtTheLevel) {
+  at::Tensor keep;
+  const int64_t level = device_level();
+  const Counts c = measure([&] {
+    Phase outer("outer");
+    keep = sim_floats(100);
+    {
+      Phase inner("inner");
+      at::Tensor temporary = sim_floats(1000);
+    }
+    { Phase quiet("quiet"); }
+    at::Tensor small = sim_floats(200);
+  });
+  const MemoryTally& outer = c.phases.at("outer").memory.device;
+  const MemoryTally& inner = c.phases.at("inner").memory.device;
+  const MemoryTally& quiet = c.phases.at("quiet").memory.device;
+  EXPECT_EQ(inner.peak, level + 4400);
+  EXPECT_EQ(inner.allocated, level + 400);
+  EXPECT_EQ(outer.peak, level + 4400);  // the inner phase's peak is the outer's too
+  EXPECT_EQ(outer.allocated, level + 400);
+  EXPECT_EQ(quiet.peak, level + 400);  // what was allocated when it began
+  EXPECT_EQ(quiet.allocated, level + 400);
+}
+
+TEST_F(Memory, APhaseKeepsItsLargestPeakAndItsLastEndLevel) {
+  at::Tensor keep;
+  const int64_t level = device_level();
+  const Counts c = measure([&] {
+    {
+      Phase step("step");
+      at::Tensor big = sim_floats(1000);
+    }
+    {
+      Phase step("step");
+      keep = sim_floats(10);
+    }
+  });
+  EXPECT_EQ(c.phases.at("step").memory.device.peak, level + 4000);
+  EXPECT_EQ(c.phases.at("step").memory.device.allocated, level + 40);
+}
+
+TEST_F(Memory, HostMemoryByPhase) {
+  const int64_t device = device_level();
+  const int64_t host = host_level();
+  const Counts c = measure([&] {
+    Phase phase("host work");
+    at::Tensor cpu = at::empty({2000});
+  });
+  const MemoryCounts& m = c.phases.at("host work").memory;
+  EXPECT_EQ(m.host.peak, host + 8000);
+  EXPECT_EQ(m.host.allocated, host);
+  EXPECT_EQ(m.device.peak, device);
+}
+
+TEST_F(Memory, NothingIsFiledOutsideAMeasuredWindow) {
+  auto instrument = make_instrument(runtime::DeviceKind::Sim);
+  { Phase phase("before"); }
+  { Counting counting(*instrument); }
+  { Phase phase("after"); }
+  const Counts c = instrument->take();
+  EXPECT_TRUE(c.phases.empty());
+  EXPECT_TRUE(c.memory.device.peak.has_value());
+}
+
+TEST_F(Memory, CpuInstrumentMeasuresHostMemoryButNoDeviceMemory) {
+  auto instrument = make_instrument(runtime::DeviceKind::Cpu);
+  {
+    Counting counting(*instrument);
+    Phase phase("cpu work");
+    at::Tensor cpu = at::empty({10});
+  }
+  const Counts c = instrument->take();
+  const MemoryCounts& m = c.phases.at("cpu work").memory;
+  EXPECT_FALSE(m.device.peak.has_value());
+  EXPECT_FALSE(m.device.allocated.has_value());
+  EXPECT_TRUE(m.host.peak.has_value());
+  EXPECT_TRUE(m.host.allocated.has_value());
+}
+
+}  // namespace
+}  // namespace harness
