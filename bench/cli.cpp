@@ -17,9 +17,10 @@ void define_flags(CLI::App& app, BenchOptions& o) {
   app.add_option("-d,--device", o.device, "auto (cuda if usable, else sim), sim, cuda or cpu")
       ->check(CLI::IsMember({"auto", "sim", "cuda", "cpu"}))
       ->capture_default_str();
-  app.add_option("-p,--preset", o.run.preset, "small (CI-sized), seed (the original report's sizes), large (1 GiB of "
+  app.add_option("-p,--preset", o.run.preset,
+                 "small (CI-sized), seed (the original report's sizes), large (1 GiB of "
                  "parameters: sharded_setup)")
-      ->check(CLI::IsMember({"small", "seed"}))
+      ->check(CLI::IsMember({"small", "seed", "large"}))
       ->capture_default_str();
   app.add_option("-v,--variant", o.run.variant_filters,
                  "Only variants matching this glob, e.g. 'resume_*/foreach' (repeatable)");
