@@ -52,6 +52,8 @@ const char* to_string(EnginePolicy policy);
 struct ShardedOptions {
   ShardedSetup setup = ShardedSetup::FullThenShard;
   EnginePolicy engines = EnginePolicy::Reuse;
+  // The Adam the engines build over the shards (the module's configure_optimizers builds one
+  // over its own parameters, which sharding has emptied).
   AdamOptions adam;
   uint64_t init_seed = 0;  // MetaInit: the seed every rank initialises its units from
   int64_t broadcast_bucket_bytes = 250LL * 1024 * 1024;  // Rank0Broadcast

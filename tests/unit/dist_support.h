@@ -94,9 +94,9 @@ inline bool run_in_processes(int world, const std::function<void(int)>& body,
   return ok;
 }
 
-inline void train_single_device(const std::string& out) {
+inline void train_single_device(const std::string& out, const AdamOptions& adam = {}) {
   sim::initialize();
-  MlpRegression model(kModel, AdamOptions{});
+  MlpRegression model(kModel, adam);
   SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
   SingleDeviceStrategy strategy(sim::device(0), RestorePolicy::Rebuild);
   Trainer trainer(strategy, data, {kSteps, 1});

@@ -64,6 +64,33 @@ void train_sharded(int rank, int world, const std::string& dir, ShardedSetup set
   if (rank == 0) test::save_tensors(full, dir + "/" + to_string(setup) + ".pt");
 }
 
+// Adam steps the shards with every implementation (each one's own ops, on flat shards).
+TEST(Sharded, EveryAdamImplementationMatchesSingleDevice) {
+  for (AdamOptions adam : {AdamOptions{.impl = AdamImpl::ForLoop}, AdamOptions{.impl = AdamImpl::Fused},
+                           AdamOptions{.capturable = true}}) {
+    test::TempDir tmp;
+    const std::string name = implementation_name(adam);
+    ASSERT_TRUE(test::run_in_processes(
+        1, [&](int) { test::train_single_device(tmp.path + "/single.pt", adam); }));
+    ASSERT_TRUE(test::run_in_processes(2, [&](int rank) {
+      auto comm = join(rank, 2, tmp.path);
+      MlpRegression model(kModel, adam);
+      SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
+      ShardedOptions options = options_for(ShardedSetup::FullThenShard);
+      options.adam = adam;
+      ShardedStrategy strategy(*comm, sim::device(rank), options);
+      Trainer trainer(strategy, data, {kSteps, 1});
+      trainer.fit(model);
+      const std::vector<at::Tensor> full = strategy.gather_full_parameters();
+      if (rank == 0) test::save_tensors(full, tmp.path + "/sharded.pt");
+    })) << name;
+    EXPECT_LT(test::max_abs_diff(test::load_tensors(tmp.path + "/sharded.pt"),
+                                 test::load_tensors(tmp.path + "/single.pt")),
+              kTolerance)
+        << name;
+  }
+}
+
 void expect_sharded_matches_single_device(int world) {
   test::TempDir tmp;
   ASSERT_TRUE(
