@@ -45,6 +45,8 @@ void define_flags(CLI::App& app, BenchOptions& o) {
                "Run every second measured step with the instrument off and report both step "
                "times and their ratio (counts then cover the instrumented steps only)");
   app.add_flag("-l,--list", o.list, "List scenarios and their variants");
+  app.add_flag("--phases", o.phases,
+               "Also show, per variant, each phase's counts per step and median host time");
   app.add_flag("-q,--quiet", o.run.quiet, "No progress lines on stderr");
   app.set_version_flag("--version", std::string("bench ") + HARNESS_VERSION);
 }

@@ -306,7 +306,7 @@ ExitCode run_bench(const BenchOptions& o) {
 
   MultiReporter reporters;
   if (leader) {
-    reporters.add(std::make_unique<ConsoleReporter>(std::cout));
+    reporters.add(std::make_unique<ConsoleReporter>(std::cout, o.phases));
     if (!o.json_out.empty()) reporters.add(std::make_unique<JsonReporter>(o.json_out));
     if (!o.markdown_out.empty()) reporters.add(std::make_unique<MarkdownReporter>(o.markdown_out));
   }

@@ -6,6 +6,43 @@
 
 namespace harness {
 
+void PhaseClock::begin_step() {
+  step_.clear();
+  open_.clear();
+  add_phase_listener(this);
+  listening_ = true;
+}
+
+void PhaseClock::end_step() noexcept {
+  if (!listening_) return;
+  remove_phase_listener(this);
+  listening_ = false;
+  try {
+    for (const auto& [phase, ns] : step_) samples_[phase].push_back(ns);
+  } catch (...) {  // out of memory: the step has no phase times
+  }
+}
+
+void PhaseClock::on_phase_begin(const char* name) noexcept {
+  try {
+    open_.emplace_back(name, std::chrono::steady_clock::now());
+  } catch (...) {
+  }
+}
+
+void PhaseClock::on_phase_end(const char* name) noexcept {
+  const auto now = std::chrono::steady_clock::now();
+  // Phases end innermost first; one that began before the step started has no begin here.
+  if (open_.empty() || open_.back().first != name) return;
+  const auto ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now - open_.back().second).count();
+  open_.pop_back();
+  try {
+    step_[name] += ns;
+  } catch (...) {
+  }
+}
+
 StepWindow::StepWindow(Instrument& instrument, int64_t after_step, bool interleave_uninstrumented)
     : instrument_(instrument), after_step_(after_step), interleave_(interleave_uninstrumented) {
   (void)instrument_.take();
@@ -13,13 +50,17 @@ StepWindow::StepWindow(Instrument& instrument, int64_t after_step, bool interlea
 
 StepWindow::~StepWindow() {
   if (counting_) instrument_.stop();
+  phase_clock_.end_step();
 }
 
 void StepWindow::on_train_step_start(runtime::Trainer&, int64_t step) {
   if (step <= after_step_) return;
   instrument_.drain();  // what came before the step is not the step's time
   counting_ = !interleave_ || window_steps_ % 2 == 0;
-  if (counting_) instrument_.start();
+  if (counting_) {
+    instrument_.start();
+    phase_clock_.begin_step();
+  }
   in_step_ = true;
   started_ = std::chrono::steady_clock::now();
 }
@@ -30,7 +71,10 @@ void StepWindow::on_train_step_end(runtime::Trainer&, int64_t) {
   const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::steady_clock::now() - started_)
                          .count();
-  if (counting_) instrument_.stop();
+  if (counting_) {
+    instrument_.stop();
+    phase_clock_.end_step();
+  }
   (counting_ ? step_ns_ : uninstrumented_step_ns_).push_back(ns);
   counting_ = false;
   in_step_ = false;
@@ -41,6 +85,19 @@ void StepWindow::finish(VariantResult& result) {
   fill_counts(result, instrument_.take(), steps(), instrument_.measures_launches(),
               instrument_.available());
   result.timing = step_time_statistics(step_ns_);
+  for (const auto& [phase, ns] : phase_clock_.samples()) {
+    std::vector<int64_t> sorted = ns;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t mid = sorted.size() / 2;
+    const double median = sorted.size() % 2 ? static_cast<double>(sorted[mid])
+                                            : (sorted[mid - 1] + sorted[mid]) / 2.0;
+    std::vector<Measurement>& m = result.phases[phase];
+    m.push_back({"time.median", median, "ns", "median host wall time of the phase in a step"});
+    m.push_back({"time.min", static_cast<double>(sorted.front()), "ns",
+                 "least host wall time of the phase in a step"});
+    m.push_back({"time.max", static_cast<double>(sorted.back()), "ns",
+                 "most host wall time of the phase in a step"});
+  }
   if (!interleave_) return;
   for (Measurement& m : step_time_statistics(uninstrumented_step_ns_, "step_time_uninstrumented")) {
     result.timing.push_back(std::move(m));

@@ -10,14 +10,35 @@
 // ratio of the medians -- the instrument's overhead, measured in the same run.
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "harness/instrument/instrument.h"
+#include "harness/instrument/phase.h"
 #include "harness/report/result.h"
 #include "harness/runtime/trainer.h"
 
 namespace harness {
+
+// Host wall time of each phase in each instrumented step: a phase listener while such a step
+// runs. A phase's time includes its nested phases; a phase that occurs several times in a step
+// contributes their sum.
+class PhaseClock final : public PhaseListener {
+ public:
+  void begin_step();         // starts listening
+  void end_step() noexcept;  // stops; the step's time per phase becomes one sample of each
+  void on_phase_begin(const char* name) noexcept override;
+  void on_phase_end(const char* name) noexcept override;
+  // Per phase: one sample (ns) per step it occurred in.
+  const std::map<std::string, std::vector<int64_t>>& samples() const { return samples_; }
+
+ private:
+  bool listening_ = false;
+  std::vector<std::pair<const char*, std::chrono::steady_clock::time_point>> open_;
+  std::map<std::string, int64_t> step_;
+  std::map<std::string, std::vector<int64_t>> samples_;
+};
 
 class StepWindow final : public runtime::TrainerCallback {
  public:
@@ -35,7 +56,8 @@ class StepWindow final : public runtime::TrainerCallback {
   int64_t steps() const { return static_cast<int64_t>(step_ns_.size()); }
   // Every step of the window, instrumented or not.
   int64_t window_steps() const { return window_steps_; }
-  // Fills measured_steps, per_step, total, phases, launches_by_op, sync_sites and timing.
+  // Fills measured_steps, per_step, total, phases (with each phase's host time per step:
+  // time.median / .min / .max in ns), launches_by_op, sync_sites and timing.
   void finish(VariantResult& result);
 
  private:
@@ -48,6 +70,7 @@ class StepWindow final : public runtime::TrainerCallback {
   std::chrono::steady_clock::time_point started_;
   std::vector<int64_t> step_ns_;                 // instrumented steps
   std::vector<int64_t> uninstrumented_step_ns_;  // with interleave_uninstrumented
+  PhaseClock phase_clock_;                       // instrumented steps only
 };
 
 // count, mean, median, min, max, stddev of step times, in ns ("<prefix>.<stat>").

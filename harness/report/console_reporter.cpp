@@ -1,5 +1,6 @@
 // ConsoleReporter: the human-readable summary on the terminal.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <ostream>
 
@@ -76,9 +77,50 @@ std::string render_instrument_overhead(const ScenarioResult& s) {
   return any ? "\n  instrument overhead (interleaved steps, same run)\n" + table.render("  ") : "";
 }
 
+// With --phases: per variant, each timed phase's counts per step and its median host time.
+std::string render_phases(const ScenarioResult& s) {
+  std::string out;
+  for (const auto& v : s.variants) {
+    if (!v.ran || v.measured_steps <= 0 || v.name.rfind("rank", 0) == 0) continue;
+    const Measurement* step = find_metric(v, "timing.step_time.median");
+    TextTable table({"phase", "launches", "copies", "syncs", "collectives", "median time", "share"},
+                    "lrrrrrr");
+    bool any = false;
+    for (const auto& [phase, values] : v.phases) {
+      const Measurement* time = find_metric(v, "phase[" + phase + "].time.median");
+      if (time == nullptr || !time->value) continue;
+      auto per_step = [&](std::initializer_list<const char*> names) -> std::string {
+        double sum = 0;
+        for (const char* name : names) {
+          const Measurement* m = find_metric(v, "phase[" + phase + "]." + name);
+          if (m == nullptr || !m->value) return "-";
+          sum += *m->value;
+        }
+        return format_per_step(sum / static_cast<double>(v.measured_steps));
+      };
+      const std::string share =
+          step && step->value && *step->value > 0
+              ? std::to_string(static_cast<int>(std::lround(100.0 * *time->value / *step->value))) +
+                    "%"
+              : "-";
+      table.add_row({phase, per_step({"launch.count"}),
+                     per_step({"h2d.count", "d2h.count", "d2d.count"}), per_step({"sync.count"}),
+                     per_step({"collective.count"}), format_duration_ns(*time->value), share});
+      any = true;
+    }
+    if (any) {
+      out += "\n  phases of " + v.name +
+             " (per step; counts where the phase is innermost, time including nested phases)\n" +
+             table.render("  ");
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
-ConsoleReporter::ConsoleReporter(std::ostream& out) : out_(out) {}
+ConsoleReporter::ConsoleReporter(std::ostream& out, bool show_phases)
+    : out_(out), show_phases_(show_phases) {}
 
 void ConsoleReporter::on_run_start(const Provenance& p) {
   const std::string git =
@@ -98,7 +140,8 @@ void ConsoleReporter::on_run_start(const Provenance& p) {
 
 void ConsoleReporter::on_scenario_done(const ScenarioResult& s) {
   out_ << "\n== " << s.name << (s.description.empty() ? "" : ": " + s.description) << "\n";
-  if (s.world_size > 1) out_ << "   ranks: " << s.world_size << " (each variant summed over them)\n";
+  if (s.world_size > 1)
+    out_ << "   ranks: " << s.world_size << " (each variant summed over them)\n";
   if (!s.measured_window.empty()) out_ << "   measured: " << s.measured_window << "\n";
   if (!s.config.empty()) {
     std::vector<std::string> settings;
@@ -111,6 +154,7 @@ void ConsoleReporter::on_scenario_done(const ScenarioResult& s) {
   for (const auto& t : s.tables) out_ << render_result_table(t);
   out_ << render_sync_sites(s);
   out_ << render_instrument_overhead(s);
+  if (show_phases_) out_ << render_phases(s);
   for (const auto& v : s.variants) {
     for (const auto& w : v.warnings) out_ << "  warning (" << v.name << "): " << w << "\n";
   }

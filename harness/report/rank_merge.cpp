@@ -1,5 +1,6 @@
 #include "harness/report/rank_merge.h"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -8,7 +9,8 @@
 namespace harness {
 namespace {
 
-// Sums `from` into `into` by measurement name; a name missing or null on either side is null.
+// Sums `from` into `into` by measurement name (times, unit "ns": the slowest rank's); a name
+// missing or null on either side is null.
 void add_measurements(std::vector<Measurement>& into, const std::vector<Measurement>& from) {
   std::map<std::string, const Measurement*> by_name;
   for (const Measurement& m : from) by_name[m.name] = &m;
@@ -16,6 +18,8 @@ void add_measurements(std::vector<Measurement>& into, const std::vector<Measurem
     auto it = by_name.find(m.name);
     if (it == by_name.end() || !it->second->value || !m.value) {
       m.value.reset();
+    } else if (m.unit == "ns") {
+      m.value = std::max(*m.value, *it->second->value);
     } else {
       *m.value += *it->second->value;
     }

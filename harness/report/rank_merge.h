@@ -2,7 +2,8 @@
 // Merging the results of the ranks of one run into the report rank 0 writes.
 //
 // For each variant (in rank 0's order) the merged result has the variant's own name and:
-//   - per_step, total and phase counts summed over ranks (null where any rank's is null);
+//   - per_step, total and phase counts summed over ranks (null where any rank's is null); phase
+//     times (unit ns) the slowest rank's;
 //   - launches by op and sync sites summed over ranks;
 //   - the timing of the slowest rank (largest step_time.median), plus "slowest_rank";
 //   - ran only if every rank ran it (errors name the rank); correctness failed if any rank's

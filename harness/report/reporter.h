@@ -44,13 +44,15 @@ class MultiReporter : public Reporter {
 // sync sites, and at the end the report's warnings as "***WARNING*** ..." lines.
 class ConsoleReporter : public Reporter {
  public:
-  explicit ConsoleReporter(std::ostream& out);
+  // `show_phases`: also a table per variant of each phase's counts and host time (--phases).
+  explicit ConsoleReporter(std::ostream& out, bool show_phases = false);
   void on_run_start(const Provenance& provenance) override;
   void on_scenario_done(const ScenarioResult& scenario) override;
   void on_run_done(const RunReport& report) override;
 
  private:
   std::ostream& out_;
+  bool show_phases_;
 };
 
 // Writes the whole JSON report (json_report.h) to `path`, atomically, when the run is done.

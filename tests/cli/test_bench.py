@@ -24,6 +24,38 @@ def per_step(variant, name):
     return variant["per_step"][name]
 
 
+class PhaseTimes(unittest.TestCase):
+    """--phases: each phase's counts and host time; phase times in the report and in gates."""
+
+    def test_phase_table_report_and_gate(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.json")
+            gate = os.path.join(tmp, "gate.json")
+            with open(gate, "w") as f:
+                json.dump({"gate_version": 1, "rules": [
+                    {"name": "optimizer.step within its train.step", "scenario": "resume_adam",
+                     "variant": "fresh/foreach", "metric": "phase[optimizer.step].time.median",
+                     "min": 1, "max": 1e12}]}, f)
+            r = bench("--scenario", "resume_adam", "--device", "sim", "--variant", "fresh/foreach",
+                      "--phases", "--out", out, "--gate", gate)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("phases of fresh/foreach", r.stdout)
+            self.assertIn("gate: 1 passed, 0 failed", r.stdout)
+            with open(out) as f:
+                v = json.load(f)["scenarios"][0]["variants"][0]
+        step = v["timing"]["step_time.median"]
+        for phase in ("train.step", "train.forward", "train.backward", "optimizer.step"):
+            t = v["phases"][phase]
+            self.assertLessEqual(t["time.min"], t["time.median"])
+            self.assertLessEqual(t["time.median"], t["time.max"])
+        self.assertLessEqual(v["phases"]["train.step"]["time.median"], step)
+        row = next(line for line in r.stdout.splitlines() if line.strip().startswith("optimizer.step"))
+        self.assertEqual(row.split()[1:5], ["7", "0", "0", "0"])  # foreach: 7 launches, nothing else
+        # Without --phases, no such table.
+        plain = bench("--scenario", "resume_adam", "--device", "sim", "--variant", "fresh/foreach")
+        self.assertNotIn("phases of", plain.stdout)
+
+
 class ResumeAdamRun(unittest.TestCase):
     """One real run of the main job, shared by the checks below."""
 

@@ -97,6 +97,16 @@ TEST(RankMerge, AnExpectedFailureStaysExpectedOnlyIfEveryRankFailedAsExpected) {
   EXPECT_FALSE(mixed.variants.at(0).failed_as_expected());
 }
 
+TEST(RankMerge, PhaseTimesAreTheSlowestRanksNotASum) {
+  VariantResult a = variant("a", 1, 1, 100);
+  VariantResult b = variant("a", 1, 1, 100);
+  a.phases["optimizer.step"].push_back({"time.median", 40.0, "ns", ""});
+  b.phases["optimizer.step"].push_back({"time.median", 70.0, "ns", ""});
+  const ScenarioResult merged = merge_rank_results({scenario({a}), scenario({b})});
+  EXPECT_EQ(*find_metric(merged.variants[0], "phase[optimizer.step].time.median")->value, 70.0);
+  EXPECT_EQ(*find_metric(merged.variants[0], "phase[optimizer.step].sync.count")->value, 2.0);
+}
+
 TEST(RankMerge, AVariantRankZeroRanAloneIsKeptAsItIs) {
   VariantResult solo = variant("world1/x", 2, 3, 1);
   solo.axes["ranks"] = "1";

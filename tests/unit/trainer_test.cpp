@@ -102,6 +102,37 @@ TEST(StepWindow, CountsOnlyStepsAfterTheResumePointAndSwitchesOffWhenAStepThrows
   EXPECT_FALSE(events::collecting());
 }
 
+TEST(StepWindow, TimesEachPhaseOfEachMeasuredStep) {
+  sim::initialize();
+  auto instrument = make_instrument(runtime::DeviceKind::Sim);
+  runtime::MlpRegression m({{8, 16, 4}, 1}, {});
+  runtime::SyntheticRegressionData data({16, 8, 4, 5, true});
+  runtime::SingleDeviceStrategy s(sim::device(0), runtime::RestorePolicy::Rebuild);
+  runtime::Trainer t(s, data, {4, 2});
+  StepWindow window(*instrument, 1);
+  t.add_callback(&window);
+  t.fit(m);
+  VariantResult r;
+  window.finish(r);
+  auto time = [&](const std::string& phase, const char* stat) {
+    const Measurement* ms = find_metric(r, "phase[" + phase + "].time." + stat);
+    EXPECT_NE(ms, nullptr) << phase << " " << stat;
+    return ms && ms->value ? *ms->value : -1.0;
+  };
+  for (const char* phase : {"train.step", "train.forward", "train.backward", "optimizer.step"}) {
+    EXPECT_GT(time(phase, "min"), 0) << phase;
+    EXPECT_LE(time(phase, "min"), time(phase, "median")) << phase;
+    EXPECT_LE(time(phase, "median"), time(phase, "max")) << phase;
+    EXPECT_EQ(find_metric(r, "phase[" + std::string(phase) + "].time.median")->unit, "ns");
+  }
+  // Nested phases are inside train.step, which is inside the measured step.
+  EXPECT_LT(time("optimizer.step", "max"), time("train.step", "max"));
+  EXPECT_LE(time("train.step", "max"), find_metric(r, "timing.step_time.max")->value.value());
+  // Not a count: never per step; the setup phase (before the window) has no time.
+  EXPECT_EQ(find_metric(r, "per_step.time.median"), nullptr);
+  EXPECT_EQ(find_metric(r, "phase[setup].time.median"), nullptr);
+}
+
 TEST(StepWindow, InstrumentOverheadModeCountsEverySecondStepAndTimesTheOthers) {
   sim::initialize();
   auto instrument = make_instrument(runtime::DeviceKind::Sim);
