@@ -5,6 +5,22 @@
 #include <numeric>
 
 namespace harness {
+namespace {
+
+struct Spread {
+  double median, min, max;
+};
+
+// Median, least and most of `ns` (not empty).
+Spread spread_of(std::vector<int64_t> ns) {
+  std::sort(ns.begin(), ns.end());
+  const size_t mid = ns.size() / 2;
+  const double median = ns.size() % 2 ? static_cast<double>(ns[mid])
+                                      : (static_cast<double>(ns[mid - 1]) + ns[mid]) / 2.0;
+  return {median, static_cast<double>(ns.front()), static_cast<double>(ns.back())};
+}
+
+}  // namespace
 
 void PhaseClock::begin_step() {
   step_.clear();
@@ -86,17 +102,11 @@ void StepWindow::finish(VariantResult& result) {
               instrument_.available());
   result.timing = step_time_statistics(step_ns_);
   for (const auto& [phase, ns] : phase_clock_.samples()) {
-    std::vector<int64_t> sorted = ns;
-    std::sort(sorted.begin(), sorted.end());
-    const size_t mid = sorted.size() / 2;
-    const double median = sorted.size() % 2 ? static_cast<double>(sorted[mid])
-                                            : (sorted[mid - 1] + sorted[mid]) / 2.0;
+    const Spread s = spread_of(ns);
     std::vector<Measurement>& m = result.phases[phase];
-    m.push_back({"time.median", median, "ns", "median host wall time of the phase in a step"});
-    m.push_back({"time.min", static_cast<double>(sorted.front()), "ns",
-                 "least host wall time of the phase in a step"});
-    m.push_back({"time.max", static_cast<double>(sorted.back()), "ns",
-                 "most host wall time of the phase in a step"});
+    m.push_back({"time.median", s.median, "ns", "median host wall time of the phase in a step"});
+    m.push_back({"time.min", s.min, "ns", "least host wall time of the phase in a step"});
+    m.push_back({"time.max", s.max, "ns", "most host wall time of the phase in a step"});
   }
   if (!interleave_) return;
   for (Measurement& m : step_time_statistics(uninstrumented_step_ns_, "step_time_uninstrumented")) {
@@ -119,19 +129,15 @@ std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns,
   const std::string p = prefix + ".";
   out.push_back({p + "count", n, "count", "measured steps timed"});
   if (ns.empty()) return out;
-  std::vector<int64_t> sorted = ns;
-  std::sort(sorted.begin(), sorted.end());
-  const double mean = std::accumulate(sorted.begin(), sorted.end(), 0.0) / n;
-  const size_t mid = sorted.size() / 2;
-  const double median = sorted.size() % 2 ? static_cast<double>(sorted[mid])
-                                          : (sorted[mid - 1] + sorted[mid]) / 2.0;
+  const double mean = std::accumulate(ns.begin(), ns.end(), 0.0) / n;
+  const Spread s = spread_of(ns);
   double var = 0;
-  for (int64_t x : sorted) var += (static_cast<double>(x) - mean) * (static_cast<double>(x) - mean);
-  const double stddev = sorted.size() > 1 ? std::sqrt(var / (n - 1)) : 0.0;
+  for (int64_t x : ns) var += (static_cast<double>(x) - mean) * (static_cast<double>(x) - mean);
+  const double stddev = ns.size() > 1 ? std::sqrt(var / (n - 1)) : 0.0;
   out.push_back({p + "mean", mean, "ns", "mean wall time of a measured step"});
-  out.push_back({p + "median", median, "ns", "median wall time of a measured step"});
-  out.push_back({p + "min", static_cast<double>(sorted.front()), "ns", "fastest step"});
-  out.push_back({p + "max", static_cast<double>(sorted.back()), "ns", "slowest step"});
+  out.push_back({p + "median", s.median, "ns", "median wall time of a measured step"});
+  out.push_back({p + "min", s.min, "ns", "fastest step"});
+  out.push_back({p + "max", s.max, "ns", "slowest step"});
   out.push_back({p + "stddev", stddev, "ns", "sample standard deviation of step time"});
   return out;
 }
@@ -166,8 +172,8 @@ void add_phases(VariantResult& result, const Counts& counts, bool launches_measu
   }
 }
 
-void fill_counts(VariantResult& result, const Counts& counts, int64_t steps,
-                 bool launches_measured, bool instrument_available) {
+void fill_counts(VariantResult& result, const Counts& counts, int64_t steps, bool launches_measured,
+                 bool instrument_available) {
   auto convert = [&](const PhaseCounts& c, double divisor) {
     return harness::convert(c, divisor, launches_measured, instrument_available);
   };
@@ -179,8 +185,8 @@ void fill_counts(VariantResult& result, const Counts& counts, int64_t steps,
   for (const auto& [phase, c] : counts.phases) {
     result.phases[phase] = with_memory(convert(c, 1.0), c);
   }
-  result.launches_by_op = launches_measured ? total.launches_by_op
-                                            : std::map<std::string, int64_t>{};
+  result.launches_by_op =
+      launches_measured ? total.launches_by_op : std::map<std::string, int64_t>{};
   result.sync_sites = to_sync_sites(counts);
 }
 

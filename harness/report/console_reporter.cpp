@@ -81,7 +81,8 @@ std::string render_instrument_overhead(const ScenarioResult& s) {
 std::string render_phases(const ScenarioResult& s) {
   std::string out;
   for (const auto& v : s.variants) {
-    if (!v.ran || v.measured_steps <= 0 || v.name.rfind("rank", 0) == 0) continue;
+    // Merged and single-rank variants; not the per-rank copies (axis "rank").
+    if (!v.ran || v.measured_steps <= 0 || v.axes.count("rank")) continue;
     const Measurement* step = find_metric(v, "timing.step_time.median");
     TextTable table({"phase", "launches", "copies", "syncs", "collectives", "median time", "share"},
                     "lrrrrrr");

@@ -1,18 +1,18 @@
 #include "harness/runtime/mlp.h"
 
 #include <ATen/CPUGeneratorImpl.h>
-#include <ATen/ops/mse_loss.h>
-#include <torch/nn/modules/activation.h>
+#include <ATen/Context.h>
 #include <ATen/ops/empty.h>
+#include <ATen/ops/mse_loss.h>
 #include <c10/core/GradMode.h>
 #include <torch/nn/cloneable.h>
 #include <torch/nn/init.h>
+#include <torch/nn/modules/activation.h>
 #include <torch/nn/modules/linear.h>
 
 #include <cmath>
-#include <tuple>
-
 #include <mutex>
+#include <tuple>
 
 #include "harness/instrument/phase.h"
 
@@ -32,8 +32,9 @@ class MetaLinearImpl : public torch::nn::Cloneable<MetaLinearImpl> {
     bias = register_parameter("bias", at::empty({out_features_}, meta));
   }
   at::Tensor forward(const at::Tensor& /*input*/) {
-    TORCH_CHECK(false, "a layer on the meta device has no values: a sharding strategy must "
-                       "materialise it first");
+    TORCH_CHECK(false,
+                "a layer on the meta device has no values: a sharding strategy must "
+                "materialise it first");
   }
   at::Tensor weight, bias;
 
@@ -43,6 +44,15 @@ class MetaLinearImpl : public torch::nn::Cloneable<MetaLinearImpl> {
 TORCH_MODULE(MetaLinear);
 
 }  // namespace
+
+void seed_default_generator(c10::Device device, uint64_t seed) {
+  // Sim ops draw from the CPU generator (they run CPU kernels); CUDA ones from the GPU's. The
+  // kernels take the generator's lock themselves: hold it only to seed.
+  at::Generator gen = device.is_cuda() ? at::globalContext().defaultGenerator(device)
+                                       : at::detail::getDefaultCPUGenerator();
+  std::lock_guard<std::mutex> lock(gen.mutex());
+  gen.set_current_seed(seed);
+}
 
 void init_linear_parameters(at::Tensor& weight, at::Tensor& bias) {
   // LinearImpl::reset_parameters, op for op.
@@ -59,13 +69,8 @@ MlpRegression::MlpRegression(const MlpConfig& config, AdamOptions adam)
     batch_mae_ = std::make_unique<BatchMeanAbsoluteError>(/*persistent=*/true);
   }
   TORCH_CHECK(widths_.size() >= 2, "an MLP needs at least an input and an output width");
-  {
-    // nn::Linear initialises from the default CPU generator: seed it for a reproducible model.
-    // (Its kernels take the generator's lock themselves: hold it only to seed.)
-    auto gen = at::detail::getDefaultCPUGenerator();
-    std::lock_guard<std::mutex> lock(gen.mutex());
-    gen.set_current_seed(config.seed);
-  }
+  // nn::Linear initialises from the default CPU generator: seed it for a reproducible model.
+  seed_default_generator(c10::Device(c10::kCPU), config.seed);
   for (size_t i = 0; i + 1 < widths_.size(); ++i) {
     if (i > 0) layers_->push_back(torch::nn::ReLU());
     if (config.materialize) {

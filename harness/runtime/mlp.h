@@ -22,6 +22,9 @@ struct MlpConfig {
   bool metrics = false;
 };
 
+// Seeds the default generator that ops on `device` draw from (sim: the CPU's).
+void seed_default_generator(c10::Device device, uint64_t seed);
+
 // The init torch::nn::Linear gives its parameters (kaiming-uniform weight, uniform bias), in place
 // on tensors of any device, drawing from that device's default generator.
 void init_linear_parameters(at::Tensor& weight, at::Tensor& bias);

@@ -1,13 +1,10 @@
 #include "harness/runtime/sharded_strategy.h"
 
-#include <ATen/CPUGeneratorImpl.h>
-#include <ATen/Context.h>
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
-#include <mutex>
 
 #include "harness/errors.h"
 #include "harness/runtime/data_parallel.h"
@@ -95,14 +92,6 @@ at::Tensor flatten(const at::Tensor& weight, const at::Tensor& bias) {
 // Drops a layer's own parameters' memory (the shards hold the values from now on).
 void free_layer(const LayerParameters& layer) {
   for (at::Tensor t : {layer.weight, layer.bias}) t.set_data(at::empty({0}, t.options()));
-}
-
-void seed_default_generator(c10::Device device, uint64_t seed) {
-  // Sim ops draw from the CPU generator (they run CPU kernels); CUDA ones from the GPU's.
-  at::Generator gen = device.is_cuda() ? at::globalContext().defaultGenerator(device)
-                                       : at::detail::getDefaultCPUGenerator();
-  std::lock_guard<std::mutex> lock(gen.mutex());
-  gen.set_current_seed(seed);
 }
 
 }  // namespace

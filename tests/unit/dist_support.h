@@ -19,6 +19,7 @@
 
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/runtime/data.h"
+#include "harness/runtime/dist/communicator.h"
 #include "harness/runtime/mlp.h"
 #include "harness/runtime/strategy.h"
 #include "harness/runtime/trainer.h"
@@ -92,6 +93,17 @@ inline bool run_in_processes(int world, const std::function<void(int)>& body,
     ok = ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
   }
   return ok;
+}
+
+// Joins rank `rank` of `world` sim ranks, rendezvous through the file `store` (each run of ranks
+// its own: a file a finished run left behind holds its ranks' addresses).
+inline std::unique_ptr<Communicator> join_sim(int rank, int world, const std::string& store) {
+  sim::initialize();
+  RankEnv env;
+  env.rank = rank;
+  env.world_size = world;
+  env.local_rank = rank;
+  return connect(env, {DeviceKind::Sim, "sim"}, {std::chrono::seconds(60), store});
 }
 
 inline void train_single_device(const std::string& out, const AdamOptions& adam = {}) {

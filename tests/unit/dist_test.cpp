@@ -33,12 +33,7 @@ namespace {
 using namespace test;  // NOLINT: the shared rank helpers
 
 void train_data_parallel(int rank, int world, const std::string& dir, DataParallelOptions options) {
-  sim::initialize();
-  RankEnv env;
-  env.rank = rank;
-  env.world_size = world;
-  env.local_rank = rank;
-  auto comm = connect(env, {DeviceKind::Sim, "sim"}, {std::chrono::seconds(60), dir + "/store"});
+  auto comm = join_sim(rank, world, dir + "/store");
   MlpRegression model(kModel, AdamOptions{});
   SyntheticRegressionData data({kGlobalBatch, 32, 4, 7, false});
   DataParallelStrategy strategy(*comm, sim::device(rank), std::move(options));

@@ -26,9 +26,7 @@ void check(bool ok, const std::string& what) {
 }
 
 std::unique_ptr<Communicator> join(int rank, int world, const std::string& dir) {
-  sim::initialize();
-  RankEnv env{rank, world, rank};
-  return connect(env, {DeviceKind::Sim, "sim"}, {std::chrono::seconds(60), dir + "/store"});
+  return test::join_sim(rank, world, dir + "/store");
 }
 
 // A metric with one state of each kind the sync distinguishes.

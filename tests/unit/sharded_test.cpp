@@ -26,16 +26,9 @@ using test::kSteps;
 using test::kTolerance;
 namespace fs = std::filesystem;
 
-// Each run of ranks rendezvous through a store file of its own (`run`): a file a finished run
-// left behind holds its ranks' addresses, which a new run must not read.
 std::unique_ptr<Communicator> join(int rank, int world, const std::string& dir,
                                    const std::string& run = "store") {
-  sim::initialize();
-  RankEnv env;
-  env.rank = rank;
-  env.world_size = world;
-  env.local_rank = rank;
-  return connect(env, {DeviceKind::Sim, "sim"}, {std::chrono::seconds(60), dir + "/" + run});
+  return test::join_sim(rank, world, dir + "/" + run);
 }
 
 ShardedOptions options_for(ShardedSetup setup, EnginePolicy engines = EnginePolicy::Reuse) {
@@ -66,8 +59,8 @@ void train_sharded(int rank, int world, const std::string& dir, ShardedSetup set
 
 // Adam steps the shards with every implementation (each one's own ops, on flat shards).
 TEST(Sharded, EveryAdamImplementationMatchesSingleDevice) {
-  for (AdamOptions adam : {AdamOptions{.impl = AdamImpl::ForLoop}, AdamOptions{.impl = AdamImpl::Fused},
-                           AdamOptions{.capturable = true}}) {
+  for (AdamOptions adam : {AdamOptions{.impl = AdamImpl::ForLoop},
+                           AdamOptions{.impl = AdamImpl::Fused}, AdamOptions{.capturable = true}}) {
     test::TempDir tmp;
     const std::string name = implementation_name(adam);
     ASSERT_TRUE(test::run_in_processes(
