@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include <time.h>
+
 namespace harness {
 namespace {
 
@@ -20,7 +22,28 @@ Spread spread_of(std::vector<int64_t> ns) {
   return {median, static_cast<double>(ns.front()), static_cast<double>(ns.back())};
 }
 
+std::vector<double> as_samples(const std::vector<int64_t>& ns) {
+  return std::vector<double>(ns.begin(), ns.end());
+}
+
 }  // namespace
+
+int64_t process_cpu_ns() {
+  timespec t{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
+}
+
+void set_step_times(VariantResult& result, const std::vector<int64_t>& wall_ns,
+                    const std::vector<int64_t>& cpu_ns) {
+  result.timing = step_time_statistics(wall_ns);
+  for (Measurement& m : step_time_statistics(cpu_ns, "step_cpu_time",
+                                             "process CPU time (all threads)")) {
+    if (m.name != "step_cpu_time.count") result.timing.push_back(std::move(m));
+  }
+  result.samples["step_time"] = as_samples(wall_ns);
+  result.samples["step_cpu_time"] = as_samples(cpu_ns);
+}
 
 void PhaseClock::begin_step() {
   step_.clear();
@@ -78,6 +101,7 @@ void StepWindow::on_train_step_start(runtime::Trainer&, int64_t step) {
     phase_clock_.begin_step();
   }
   in_step_ = true;
+  started_cpu_ns_ = process_cpu_ns();
   started_ = std::chrono::steady_clock::now();
 }
 
@@ -87,6 +111,8 @@ void StepWindow::on_train_step_end(runtime::Trainer&, int64_t) {
   const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::steady_clock::now() - started_)
                          .count();
+  const int64_t cpu_ns = process_cpu_ns() - started_cpu_ns_;
+  if (counting_) step_cpu_ns_.push_back(cpu_ns);
   if (counting_) {
     instrument_.stop();
     phase_clock_.end_step();
@@ -100,8 +126,9 @@ void StepWindow::on_train_step_end(runtime::Trainer&, int64_t) {
 void StepWindow::finish(VariantResult& result) {
   fill_counts(result, instrument_.take(), steps(), instrument_.measures_launches(),
               instrument_.available());
-  result.timing = step_time_statistics(step_ns_);
+  set_step_times(result, step_ns_, step_cpu_ns_);
   for (const auto& [phase, ns] : phase_clock_.samples()) {
+    result.samples["phase[" + phase + "].time"] = as_samples(ns);
     const Spread s = spread_of(ns);
     std::vector<Measurement>& m = result.phases[phase];
     m.push_back({"time.median", s.median, "ns", "median host wall time of the phase in a step"});
@@ -109,6 +136,7 @@ void StepWindow::finish(VariantResult& result) {
     m.push_back({"time.max", s.max, "ns", "most host wall time of the phase in a step"});
   }
   if (!interleave_) return;
+  result.samples["step_time_uninstrumented"] = as_samples(uninstrumented_step_ns_);
   for (Measurement& m : step_time_statistics(uninstrumented_step_ns_, "step_time_uninstrumented")) {
     result.timing.push_back(std::move(m));
   }
@@ -123,7 +151,7 @@ void StepWindow::finish(VariantResult& result) {
 }
 
 std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns,
-                                              const std::string& prefix) {
+                                              const std::string& prefix, const std::string& what) {
   std::vector<Measurement> out;
   const double n = static_cast<double>(ns.size());
   const std::string p = prefix + ".";
@@ -134,11 +162,11 @@ std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns,
   double var = 0;
   for (int64_t x : ns) var += (static_cast<double>(x) - mean) * (static_cast<double>(x) - mean);
   const double stddev = ns.size() > 1 ? std::sqrt(var / (n - 1)) : 0.0;
-  out.push_back({p + "mean", mean, "ns", "mean wall time of a measured step"});
-  out.push_back({p + "median", s.median, "ns", "median wall time of a measured step"});
-  out.push_back({p + "min", s.min, "ns", "fastest step"});
-  out.push_back({p + "max", s.max, "ns", "slowest step"});
-  out.push_back({p + "stddev", stddev, "ns", "sample standard deviation of step time"});
+  out.push_back({p + "mean", mean, "ns", "mean " + what + " of a measured step"});
+  out.push_back({p + "median", s.median, "ns", "median " + what + " of a measured step"});
+  out.push_back({p + "min", s.min, "ns", "least " + what + " of a measured step"});
+  out.push_back({p + "max", s.max, "ns", "most " + what + " of a measured step"});
+  out.push_back({p + "stddev", stddev, "ns", "sample standard deviation of the " + what});
   return out;
 }
 

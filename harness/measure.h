@@ -57,7 +57,8 @@ class StepWindow final : public runtime::TrainerCallback {
   // Every step of the window, instrumented or not.
   int64_t window_steps() const { return window_steps_; }
   // Fills measured_steps, per_step, total, phases (with each phase's host time per step:
-  // time.median / .min / .max in ns), launches_by_op, sync_sites and timing.
+  // time.median / .min / .max in ns), launches_by_op, sync_sites, timing (wall and process CPU
+  // time of a step) and the samples behind them.
   void finish(VariantResult& result);
 
  private:
@@ -68,14 +69,26 @@ class StepWindow final : public runtime::TrainerCallback {
   bool counting_ = false;
   int64_t window_steps_ = 0;
   std::chrono::steady_clock::time_point started_;
+  int64_t started_cpu_ns_ = 0;
   std::vector<int64_t> step_ns_;                 // instrumented steps
+  std::vector<int64_t> step_cpu_ns_;             // their process CPU time
   std::vector<int64_t> uninstrumented_step_ns_;  // with interleave_uninstrumented
   PhaseClock phase_clock_;                       // instrumented steps only
 };
 
-// count, mean, median, min, max, stddev of step times, in ns ("<prefix>.<stat>").
+// count, mean, median, min, max, stddev of step times, in ns ("<prefix>.<stat>"); `what` names
+// the time in the descriptions.
 std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns,
-                                              const std::string& prefix = "step_time");
+                                              const std::string& prefix = "step_time",
+                                              const std::string& what = "wall time");
+
+// CPU time of the whole process (every thread: the autograd engine's included), in ns.
+int64_t process_cpu_ns();
+
+// Sets result.timing to the statistics of the steps' wall times (step_time.*) and process CPU
+// times (step_cpu_time.*), and result.samples "step_time" and "step_cpu_time" to the times.
+void set_step_times(VariantResult& result, const std::vector<int64_t>& wall_ns,
+                    const std::vector<int64_t>& cpu_ns);
 
 // Adds each phase of `counts` to result.phases, named `<prefix><phase>` (a phase already there
 // is replaced): for what a scenario measures apart from its steps (a set-up, an evaluation).

@@ -76,10 +76,11 @@ void measure_optimizer_step(RunContext& ctx, const AdamOptions& options, int64_t
   runtime::Adam adam(params, options);
   adam.step();
   (void)ctx.instrument.take();
-  std::vector<int64_t> step_ns;
+  std::vector<int64_t> step_ns, cpu_ns;
   for (int64_t s = 0; s < steps; ++s) {
     ctx.instrument.drain();  // timed from a drained device to a drained device (see StepWindow)
     Counting counting(ctx.instrument);
+    const int64_t cpu0 = process_cpu_ns();
     const auto t0 = std::chrono::steady_clock::now();
     {
       Phase phase("optimizer.step");
@@ -89,10 +90,11 @@ void measure_optimizer_step(RunContext& ctx, const AdamOptions& options, int64_t
     step_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now() - t0)
                           .count());
+    cpu_ns.push_back(process_cpu_ns() - cpu0);
   }
   fill_counts(r, ctx.instrument.take(), steps, ctx.instrument.measures_launches(),
               ctx.instrument.available());
-  r.timing = step_time_statistics(step_ns);
+  set_step_times(r, step_ns, cpu_ns);
 }
 
 std::string metric_text(const VariantResult& v, const char* path) {

@@ -89,6 +89,11 @@ ReportJson variant_json(const VariantResult& v, MeasurementWriter& writer) {
     sites.push_back({{"phase", s.phase}, {"op", s.op}, {"reason", s.reason}, {"count", s.count}});
   }
   out["timing"] = writer.list(v.timing);
+  ReportJson& samples = out["samples"] = ReportJson::object();
+  for (const auto& [name, values] : v.samples) {
+    ReportJson& list = samples[name] = ReportJson::array();
+    for (double x : values) list.push_back(value_json(x));
+  }
   out["correctness"] = {{"checked", v.correctness.checked},
                         {"passed", v.correctness.passed},
                         {"detail", v.correctness.detail}};

@@ -3,6 +3,7 @@
 // Required: schema_version (major 1), scenarios, and each scenario's and variant's name and each
 // variant's status; every other field defaults to empty when absent. Unknown fields are ignored,
 // as the versioning rules in reports/schema/report-v1.md promise.
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -216,6 +217,18 @@ VariantResult read_variant(const Node& v, const MeasurementReader& reader) {
     });
   }
   out.timing = reader.list(v, "timing");
+  if (auto n = v.find("samples")) {
+    n->for_each_entry([&](const std::string& name, const Node& list) {
+      std::vector<double>& values = out.samples[name];
+      list.for_each_item([&](const Node& x) {
+        const ReportJson& value = x.json();
+        if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
+          x.fail("expected a time in ns (a number >= 0), got " + value.dump());
+        }
+        values.push_back(value.get<double>());
+      });
+    });
+  }
   if (auto c = v.find("correctness")) {
     out.correctness = {opt_bool(*c, "checked"), opt_bool(*c, "passed"), opt_string(*c, "detail")};
   }

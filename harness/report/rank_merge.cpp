@@ -81,6 +81,7 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
     merged.correctness.detail = details;
   }
   merged.timing = ranks[slowest]->timing;
+  merged.samples = ranks[slowest]->samples;
   merged.timing.push_back({"slowest_rank", static_cast<double>(slowest), "rank",
                            "the rank with the largest median step time (its timing is shown)"});
   return merged;

@@ -40,6 +40,12 @@ const Measurement* find_metric(const VariantResult& variant, const std::string& 
   return find_by_name(phase->second, path.substr(close + 2));
 }
 
+const std::vector<double>* find_samples(const VariantResult& variant, const std::string& path) {
+  if (!starts_with(path, kSamplesPrefix)) return nullptr;
+  auto it = variant.samples.find(path.substr(std::string(kSamplesPrefix).size()));
+  return it == variant.samples.end() ? nullptr : &it->second;
+}
+
 std::vector<std::string> metric_paths(const VariantResult& variant) {
   std::vector<std::string> paths;
   for (const auto& m : variant.per_step) paths.push_back("per_step." + m.name);
@@ -48,6 +54,7 @@ std::vector<std::string> metric_paths(const VariantResult& variant) {
   for (const auto& [phase, list] : variant.phases) {
     for (const auto& m : list) paths.push_back("phase[" + phase + "]." + m.name);
   }
+  for (const auto& [name, values] : variant.samples) paths.push_back(kSamplesPrefix + name);
   return paths;
 }
 

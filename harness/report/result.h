@@ -59,6 +59,10 @@ struct VariantResult {
   std::map<std::string, int64_t> launches_by_op;  // measured window, op name -> launches
   std::vector<SyncSite> sync_sites;               // measured window
   std::vector<Measurement> timing;                // e.g. "step_time.median" in ns
+  // Every measured value behind a timing statistic, in ns, in step order: "step_time",
+  // "step_cpu_time", "step_time_uninstrumented", "phase[<phase>].time" (one per step the phase
+  // occurred in). Statistical time rules and `bench compare` test these (see statistics.h).
+  std::map<std::string, std::vector<double>> samples;
   Correctness correctness;
   std::vector<std::string> warnings;
 };
@@ -110,6 +114,10 @@ struct RunReport {
 //   "per_step.<name>", "total.<name>", "timing.<name>", "phase[<phase>].<name>"
 // Returns nullptr when the path names no measurement of the variant.
 const Measurement* find_metric(const VariantResult& variant, const std::string& path);
+// The sample series a path "samples.<name>" names ("samples.step_time",
+// "samples.phase[optimizer.step].time"), or nullptr.
+const std::vector<double>* find_samples(const VariantResult& variant, const std::string& path);
+inline constexpr const char* kSamplesPrefix = "samples.";
 // Every metric path of the variant, in the order above (for messages that list what exists).
 std::vector<std::string> metric_paths(const VariantResult& variant);
 const VariantResult* find_variant(const ScenarioResult& scenario, const std::string& name);

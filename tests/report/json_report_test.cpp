@@ -185,6 +185,29 @@ TEST(JsonReport, MalformedFieldIsNamed) {
                   "expected \"ok\", \"failed\" or \"expected_failure\"");
 }
 
+// Samples (schema 1.2.0): every timed value, in step order; a bad one is named by its path.
+TEST(JsonReport, SamplesRoundTripAndBadOnesAreNamed) {
+  const RunReport report = sample_report();
+  ReportJson j = to_json(report);
+  const ReportJson& written = j["scenarios"][0]["variants"][0]["samples"];
+  EXPECT_EQ(written["step_time"][0], 1250000);       // integral: an integer
+  EXPECT_EQ(written["step_time"][3], 1234567.5);     // else a double
+  const RunReport back = report_from_json(j, "r.json");
+  const VariantResult& v = back.scenarios[0].variants[0];
+  EXPECT_EQ(v.samples.at("step_time"), report.scenarios[0].variants[0].samples.at("step_time"));
+  ASSERT_NE(find_samples(v, "samples.phase[optimizer.step].time"), nullptr);
+  EXPECT_EQ(find_samples(v, "samples.phase[optimizer.step].time")->size(), 5u);
+  EXPECT_EQ(find_samples(v, "samples.nothing"), nullptr);
+  EXPECT_EQ(find_samples(v, "timing.step_time"), nullptr);
+  for (const ReportJson& bad : {ReportJson("slow"), ReportJson(-1), ReportJson(nullptr)}) {
+    j["scenarios"][0]["variants"][0]["samples"]["step_time"][2] = bad;
+    EXPECT_CONTAINS(input_error([&] { report_from_json(j, "r.json"); }),
+                    "scenarios[0].variants[0].samples[\"step_time\"][2]: expected a time in ns");
+  }
+  j["scenarios"][0]["variants"][0]["samples"]["step_time"] = 5;
+  EXPECT_CONTAINS(input_error([&] { report_from_json(j, "r.json"); }), "expected an array");
+}
+
 TEST(JsonReport, SchemaVersionIsChecked) {
   ReportJson j = to_json(sample_report());
   j["schema_version"] = "2.0.0";

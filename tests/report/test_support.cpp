@@ -42,6 +42,8 @@ VariantResult variant(const std::string& name, double launches, double d2h, doub
   v.phases["train.forward"] = counts(launches, 0, 0);
   v.launches_by_op = {{"aten::mm", 10}, {"aten::_foreach_add_", 5}};
   v.timing = timing(1234567);
+  v.samples["step_time"] = {1250000, 1234567, 1200000, 1234567.5, 1300000};
+  v.samples["phase[optimizer.step].time"] = {400000, 410000, 405000, 399000, 420000};
   v.correctness = {true, true, "parameters equal the uninterrupted run bit for bit"};
   return v;
 }
@@ -113,10 +115,10 @@ bool operator==(const SyncSite& a, const SyncSite& b) {
 }
 bool operator==(const VariantResult& a, const VariantResult& b) {
   return std::tie(a.name, a.axes, a.ran, a.error, a.expected_failure, a.measured_steps, a.per_step,
-                  a.total, a.phases, a.launches_by_op, a.sync_sites, a.timing, a.warnings) ==
+                  a.total, a.phases, a.launches_by_op, a.sync_sites, a.timing, a.samples, a.warnings) ==
              std::tie(b.name, b.axes, b.ran, b.error, b.expected_failure, b.measured_steps,
                       b.per_step, b.total, b.phases, b.launches_by_op, b.sync_sites, b.timing,
-                      b.warnings) &&
+                      b.samples, b.warnings) &&
          std::tie(a.correctness.checked, a.correctness.passed, a.correctness.detail) ==
              std::tie(b.correctness.checked, b.correctness.passed, b.correctness.detail);
 }
