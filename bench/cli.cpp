@@ -32,6 +32,8 @@ void define_flags(CLI::App& app, BenchOptions& o) {
                  "Write a Chrome/Perfetto trace (phases, variants, device events) to this file");
   app.add_option("-g,--gate", o.gates, "Evaluate this gate file; exit 1 if a rule fails (repeatable)");
   app.add_option("--baseline", o.baseline, "Baseline report for the gates' baseline rules");
+  app.add_flag("--strict", o.strict,
+               "A statistical time rule that cannot decide (too few samples) fails its gate");
   app.add_option("--nproc", o.nproc,
                  "Start this many local ranks (torchrun-style) for every scenario; default: each "
                  "scenario at its own world size (zero_broadcast: 2, the others 1)")

@@ -396,8 +396,8 @@ ExitCode run_bench(const BenchOptions& o) {
   bool gates_passed = true;
   for (const GateFile& gate : gates) {
     const GateOutcome outcome = evaluate_gate(gate, report, baseline ? &*baseline : nullptr);
-    std::cout << format_gate_outcome(outcome);
-    gates_passed = gates_passed && outcome.passed();
+    std::cout << format_gate_outcome(outcome, o.strict);
+    gates_passed = gates_passed && outcome.passed(o.strict);
   }
 
   std::vector<std::string> failed;

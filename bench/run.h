@@ -20,6 +20,7 @@ struct BenchOptions {
   std::string baseline;
   bool list = false;
   bool phases = false;   // --phases: the console also shows each variant's phases
+  bool strict = false;   // --strict: an inconclusive statistical rule fails its gate
   int nproc = 0;         // --nproc: local ranks to start (0: the scenarios' default)
   int timeout_s = 300;   // --timeout: rendezvous and collective timeout of each rank
   std::vector<std::string> argv;

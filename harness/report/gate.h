@@ -40,6 +40,11 @@ struct GateRule {
   double max_ratio = 1.0;              // Relative, Baseline
   std::optional<int64_t> min_samples;  // timed steps ("timing.step_time.count") required
   bool equals = true;                  // Equals
+  // "test": "mann_whitney_u" on a Relative or Baseline rule: the metric is a sample series
+  // ("samples.step_time") and the comparison is compare_times (statistics.h) with these options
+  // (max_ratio default 1.10, min_samples default 10).
+  bool statistical = false;
+  double alpha = 0.01;
 };
 
 struct GateFile {
@@ -56,8 +61,10 @@ GateFile parse_gate_json(const nlohmann::json& json, const std::string& source);
 inline constexpr const char* kCorrectnessPassed = "correctness.passed";
 inline constexpr const char* kStatusOk = "status.ok";
 
-enum class RuleStatus { Pass, Fail, Skipped };
-const char* to_string(RuleStatus status);  // "PASS", "FAIL", "SKIP"
+// Inconclusive: a statistical rule whose samples cannot decide (too few, or too few to reach
+// alpha); it fails the gate only when evaluated strictly (bench --strict).
+enum class RuleStatus { Pass, Fail, Skipped, Inconclusive };
+const char* to_string(RuleStatus status);  // "PASS", "FAIL", "SKIP", "INCONCLUSIVE"
 
 // The result of one rule on one variant (or on none: skipped).
 struct RuleOutcome {
@@ -76,8 +83,8 @@ struct GateOutcome {
   std::vector<RuleOutcome> outcomes;
 
   size_t count(RuleStatus status) const;
-  // No rule failed and at least one rule was evaluated (passed or failed).
-  bool passed() const;
+  // No rule failed (nor was inconclusive, when strict) and at least one rule was evaluated.
+  bool passed(bool strict = false) const;
 };
 
 // Applies the gate to `report`. `baseline` is needed when the gate has baseline rules: without it
@@ -87,6 +94,6 @@ GateOutcome evaluate_gate(const GateFile& gate, const RunReport& report, const R
 
 // One aligned line per outcome ("FAIL  scenario  variant  metric  actual ..."), then the summary
 // line "gate: 3 passed, 1 failed, 0 skipped" (and why the gate failed when nothing was evaluated).
-std::string format_gate_outcome(const GateOutcome& outcome);
+std::string format_gate_outcome(const GateOutcome& outcome, bool strict = false);
 
 }  // namespace harness

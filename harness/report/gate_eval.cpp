@@ -6,6 +6,7 @@
 #include "harness/report/format.h"
 #include "harness/report/gate.h"
 #include "harness/report/pattern.h"
+#include "harness/report/statistics.h"
 
 namespace harness {
 namespace {
@@ -122,6 +123,7 @@ class VariantCheck {
     if (!variant_.ran) {
       return finish(out, RuleStatus::Fail, "variant failed to run: " + variant_.error);
     }
+    if (rule_.statistical) return statistical(out, captures);
     const Lookup actual = lookup(variant_, rule_.metric);
     if (!actual.value) return finish(out, RuleStatus::Fail, actual.problem);
     out.actual = actual.value;
@@ -143,10 +145,70 @@ class VariantCheck {
   }
 
  private:
+  std::string reference_name(const std::vector<std::string>& captures) const {
+    return wildcard_count(rule_.relative_to) == 0
+               ? rule_.relative_to
+               : substitute_wildcards(rule_.relative_to, captures);
+  }
+
+  // A "test" rule: the variant's sample series against the reference's or the baseline's.
+  RuleOutcome statistical(RuleOutcome out, const std::vector<std::string>& captures) const {
+    const std::vector<double>* head = find_samples(variant_, rule_.metric);
+    if (head == nullptr) {
+      return finish(out, RuleStatus::Fail,
+                    "no sample series '" + rule_.metric + "' (available: " +
+                        available_metrics(variant_, rule_.metric) + ")");
+    }
+    const std::vector<double>* base = nullptr;
+    std::string of;
+    if (rule_.kind == RuleKind::Relative) {
+      of = reference_name(captures);
+      const VariantResult* reference = find_variant(scenario_, of);
+      if (reference == nullptr || !reference->ran) {
+        return finish(out, RuleStatus::Fail,
+                      "reference variant '" + of + "' " +
+                          (reference ? "failed to run: " + reference->error
+                                     : "is not in scenario '" + scenario_.name + "'"));
+      }
+      base = find_samples(*reference, rule_.metric);
+      if (base == nullptr) {
+        return finish(out, RuleStatus::Fail, "reference " + of + " has no '" + rule_.metric + "'");
+      }
+    } else {
+      of = "baseline";
+      const ScenarioResult* scenario = find_scenario(*baseline_, scenario_.name);
+      const VariantResult* v = scenario ? find_variant(*scenario, variant_.name) : nullptr;
+      if (v == nullptr) return finish(out, RuleStatus::Skipped, "not in the baseline report");
+      if (!v->ran) {
+        return finish(out, RuleStatus::Skipped, "failed to run in the baseline: " + v->error);
+      }
+      base = find_samples(*v, rule_.metric);
+      if (base == nullptr) {
+        return finish(out, RuleStatus::Inconclusive,
+                      "the baseline has no '" + rule_.metric +
+                          "' (reports before schema 1.2 keep no samples)");
+      }
+    }
+    TimeTestOptions options;
+    options.alpha = rule_.alpha;
+    options.max_ratio = rule_.max_ratio;
+    options.min_samples = static_cast<size_t>(rule_.min_samples.value_or(10));
+    const TimeComparison c = compare_times(*head, *base, options);
+    if (c.ratio.ratio) out.actual = c.ratio.ratio;
+    out.allowed = "not slower than " + format_ratio(rule_.max_ratio) + " x " + of +
+                  " at p < " + format_number(rule_.alpha);
+    const std::string message = c.reason + " (" + of + ")";
+    switch (c.verdict) {
+      case TimeVerdict::Regression: return finish(out, RuleStatus::Fail, message);
+      case TimeVerdict::Inconclusive: return finish(out, RuleStatus::Inconclusive, message);
+      case TimeVerdict::Improvement:
+      case TimeVerdict::Unchanged: break;
+    }
+    return finish(out, RuleStatus::Pass, message);
+  }
+
   RuleOutcome relative(RuleOutcome out, const std::vector<std::string>& captures) const {
-    const std::string name = wildcard_count(rule_.relative_to) == 0
-                                 ? rule_.relative_to
-                                 : substitute_wildcards(rule_.relative_to, captures);
+    const std::string name = reference_name(captures);
     const VariantResult* reference = find_variant(scenario_, name);
     if (reference == nullptr) {
       return finish(out, RuleStatus::Fail,
@@ -259,6 +321,7 @@ const char* to_string(RuleStatus status) {
     case RuleStatus::Pass: return "PASS";
     case RuleStatus::Fail: return "FAIL";
     case RuleStatus::Skipped: return "SKIP";
+    case RuleStatus::Inconclusive: return "INCONCLUSIVE";
   }
   return "?";
 }
@@ -269,8 +332,11 @@ size_t GateOutcome::count(RuleStatus status) const {
   return n;
 }
 
-bool GateOutcome::passed() const {
-  return count(RuleStatus::Fail) == 0 && count(RuleStatus::Pass) > 0;
+bool GateOutcome::passed(bool strict) const {
+  const size_t evaluated =
+      count(RuleStatus::Pass) + count(RuleStatus::Fail) + count(RuleStatus::Inconclusive);
+  return count(RuleStatus::Fail) == 0 && evaluated > 0 &&
+         !(strict && count(RuleStatus::Inconclusive) > 0);
 }
 
 GateOutcome evaluate_gate(const GateFile& gate, const RunReport& report,

@@ -18,7 +18,9 @@ using nlohmann::json;
 const std::set<std::string> kTopLevelKeys = {"gate_version", "description", "rules"};
 const std::set<std::string> kRuleKeys = {"name",     "scenario", "variant",     "metric",
                                          "max",      "min",      "relative_to", "max_ratio",
-                                         "baseline", "equals",   "min_samples"};
+                                         "baseline", "equals",   "min_samples", "test",
+                                         "alpha"};
+constexpr const char* kMannWhitney = "mann_whitney_u";
 
 std::string join(const std::set<std::string>& names) {
   std::string out;
@@ -82,6 +84,13 @@ class RuleParser {
     const std::optional<bool> baseline = boolean("baseline");
     const std::optional<bool> equals = boolean("equals");
     out_.min_samples = positive_integer("min_samples");
+    if (auto test = string("test")) {
+      if (*test != kMannWhitney) {
+        fail("unknown 'test' \"" + *test + "\" (known: " + kMannWhitney + ")");
+      }
+      out_.statistical = true;
+    }
+    const std::optional<double> alpha = number("alpha");
 
     if (baseline == false) fail("'baseline' must be true when given");
     std::vector<std::pair<const char*, RuleKind>> kinds;
@@ -102,6 +111,18 @@ class RuleParser {
     out_.equals = equals.value_or(true);
 
     check_metric();
+    if (out_.statistical) {
+      if (out_.kind != RuleKind::Relative && out_.kind != RuleKind::Baseline) {
+        fail("'test' compares two series of times: give 'relative_to' or 'baseline': true");
+      }
+      out_.max_ratio = 1.10;
+      if (!out_.min_samples) out_.min_samples = 10;
+    }
+    if (alpha) {
+      if (!out_.statistical) fail("'alpha' applies only to rules with a 'test'");
+      if (!(*alpha > 0 && *alpha < 1)) fail("'alpha' must be in (0, 1), got " + rule_["alpha"].dump());
+      out_.alpha = *alpha;
+    }
     if (max_ratio) {
       if (out_.kind != RuleKind::Relative && out_.kind != RuleKind::Baseline) {
         fail("'max_ratio' applies only to 'relative_to' and 'baseline' rules");
@@ -111,7 +132,8 @@ class RuleParser {
     }
     if (out_.min && out_.max && *out_.min > *out_.max) fail("'min' is greater than 'max'");
     if (out_.kind == RuleKind::Relative) check_relative_to();
-    if (out_.kind == RuleKind::Baseline && is_time_metric(out_.metric) && !out_.min_samples) {
+    if (out_.kind == RuleKind::Baseline && is_time_metric(out_.metric) && !out_.min_samples &&
+        !out_.statistical) {
       fail("compares a time with a baseline: give 'min_samples' (timed steps each run must have)");
     }
     return out_;
@@ -171,10 +193,21 @@ class RuleParser {
     if (out_.kind == RuleKind::Equals && out_.min_samples) {
       fail("'min_samples' does not apply to 'equals' rules");
     }
+    const bool series = starts_with(out_.metric, kSamplesPrefix) &&
+                        out_.metric.size() > std::strlen(kSamplesPrefix);
+    if (out_.statistical && !series) {
+      fail("a '" + std::string(kMannWhitney) + "' test needs a sample series: metric samples.<name>" +
+           " (e.g. samples.step_time), not '" + out_.metric + "'");
+    }
+    if (series && !out_.statistical) {
+      fail("metric '" + out_.metric + "' is a series of times: compare it with \"test\": \"" +
+           kMannWhitney + "\"");
+    }
+    if (series) return;
     if (!special && !is_metric_path(out_.metric)) {
       fail("metric '" + out_.metric +
            "' is not a metric path: use per_step.<name>, total.<name>, timing.<name>, "
-           "phase[<phase>].<name>, " +
+           "phase[<phase>].<name>, samples.<name> (with a test), " +
            kCorrectnessPassed + " or " + kStatusOk);
     }
   }

@@ -124,6 +124,84 @@ TEST(GateEval, BaselineTimeRuleNeedsSamples) {
                   "give 'min_samples'");
 }
 
+// Statistical rules: "test": "mann_whitney_u" on the step time series (the numbers of
+// statistics_test.cpp's sample A: ratio 1.135, p 0.0003).
+RunReport with_step_times(std::vector<double> fresh, std::vector<double> keep_step) {
+  RunReport report = sample_report();
+  sample_variant(report, "fresh/foreach").samples["step_time"] = std::move(fresh);
+  sample_variant(report, "resume_keep_step/foreach").samples["step_time"] = std::move(keep_step);
+  return report;
+}
+const std::vector<double> kSlow = {12.1, 13.4, 11.8, 14.2, 13.9, 12.7,
+                                   15.1, 13.3, 14.8, 12.9, 13.6, 14.4};
+const std::vector<double> kFast = {11.2, 12.0, 11.5, 12.6, 11.9, 12.3, 11.1, 12.8, 11.7, 12.2};
+
+json mann_whitney(const std::string& variant, json comparison) {
+  comparison.update({{"test", "mann_whitney_u"}});
+  return on(variant, "samples.step_time", comparison);
+}
+
+TEST(GateEval, StatisticalRuleAgainstAnotherVariant) {
+  const RunReport report = with_step_times(kFast, kSlow);
+  const GateFile gate = parse_gate_json(
+      {{"gate_version", 1},
+       {"rules", json::array({mann_whitney("resume_keep_step/foreach",
+                                           {{"relative_to", "fresh/foreach"}})})}},
+      "g.json");
+  const GateOutcome g = evaluate_gate(gate, report, nullptr);
+  const RuleOutcome& o = only(g);
+  EXPECT_EQ(o.status, RuleStatus::Fail) << o.message;
+  EXPECT_NEAR(*o.actual, 1.1353403540903542, 1e-12);
+  EXPECT_CONTAINS(o.message, "ratio 1.135 [1.062, 1.207], slower with p 3.0e-04 < 0.010");
+  EXPECT_CONTAINS(o.message, "(fresh/foreach)");
+  EXPECT_EQ(o.allowed, "not slower than 1.1 x fresh/foreach at p < 0.01");
+  EXPECT_FALSE(g.passed());
+  // A ratio within max_ratio passes even when significant.
+  json lenient = mann_whitney("resume_keep_step/foreach", {{"relative_to", "fresh/foreach"}});
+  lenient["max_ratio"] = 1.2;
+  const GateFile lenient_gate =
+      parse_gate_json({{"gate_version", 1}, {"rules", json::array({lenient})}}, "g.json");
+  EXPECT_EQ(only(evaluate_gate(lenient_gate, report, nullptr)).status, RuleStatus::Pass);
+}
+
+TEST(GateEval, StatisticalRuleAgainstTheBaseline) {
+  const RunReport base = with_step_times(kFast, kFast);
+  const RunReport slower = with_step_times(kSlow, kFast);
+  const json r = mann_whitney("fresh/foreach", {{"baseline", true}});
+  const GateFile gate = parse_gate_json({{"gate_version", 1}, {"rules", json::array({r})}}, "g");
+  EXPECT_EQ(only(evaluate_gate(gate, slower, &base)).status, RuleStatus::Fail);
+  EXPECT_EQ(only(evaluate_gate(gate, base, &slower)).status, RuleStatus::Pass);  // faster
+  EXPECT_EQ(only(evaluate_gate(gate, base, &base)).status, RuleStatus::Pass);
+}
+
+TEST(GateEval, TooFewSamplesAreInconclusiveAndFailOnlyWhenStrict) {
+  // The sample report has 5 step times per variant: fewer than min_samples 10.
+  const RunReport report = sample_report();
+  const GateOutcome g = evaluate(json::array({mann_whitney("fresh/foreach", {{"baseline", true}})}),
+                                 &report);
+  const RuleOutcome& o = only(g);
+  EXPECT_EQ(o.status, RuleStatus::Inconclusive);
+  EXPECT_CONTAINS(o.message, "5 vs 5 timed steps: fewer than min_samples 10 on a side");
+  EXPECT_TRUE(g.passed());
+  EXPECT_FALSE(g.passed(/*strict=*/true));
+  EXPECT_CONTAINS(format_gate_outcome(g), "1 inconclusive (not failing; --strict fails on them)");
+  EXPECT_CONTAINS(format_gate_outcome(g, true), "1 inconclusive (--strict: the gate fails)");
+  // A baseline from before schema 1.2 has no samples: inconclusive too.
+  RunReport old = sample_report();
+  sample_variant(old, "fresh/foreach").samples.clear();
+  EXPECT_CONTAINS(
+      only(evaluate(json::array({mann_whitney("fresh/foreach", {{"baseline", true}})}), &old))
+          .message,
+      "reports before schema 1.2 keep no samples");
+  // A series the variant does not have fails, naming what it has.
+  const RuleOutcome missing = only(evaluate(json::array(
+      {on("fresh/foreach", "samples.step_cpu_time",
+          {{"test", "mann_whitney_u"}, {"relative_to", "fresh/forloop"}})})));
+  EXPECT_EQ(missing.status, RuleStatus::Fail);
+  EXPECT_CONTAINS(missing.message, "no sample series 'samples.step_cpu_time' (available: ");
+  EXPECT_CONTAINS(missing.message, "samples.step_time");
+}
+
 TEST(GateEval, AnyTimeComparedWithABaselineNeedsMinSamples) {
   RunReport report = sample_report();
   sample_variant(report, "fresh/foreach").total.push_back({"wait", 100, "ns", "time waiting"});

@@ -136,6 +136,41 @@ TEST(GateParse, MetricErrors) {
       gate_with(rule({{"metric", "phase[optimizer.step].sync.count"}, {"max", 0}})), "g"));
 }
 
+TEST(GateParse, StatisticalRuleDefaultsAndErrors) {
+  const json steps = {{"metric", "samples.step_time"}, {"test", "mann_whitney_u"}};
+  json baseline = rule(steps);
+  baseline["baseline"] = true;
+  const GateRule r = parse_gate_json(gate_with(baseline), "g").rules.at(0);
+  EXPECT_TRUE(r.statistical);
+  EXPECT_EQ(r.kind, RuleKind::Baseline);
+  EXPECT_DOUBLE_EQ(r.max_ratio, 1.10);
+  EXPECT_DOUBLE_EQ(r.alpha, 0.01);
+  EXPECT_EQ(r.min_samples, 10);
+  baseline.update({{"alpha", 0.05}, {"max_ratio", 1.2}, {"min_samples", 20}});
+  const GateRule tuned = parse_gate_json(gate_with(baseline), "g").rules.at(0);
+  EXPECT_DOUBLE_EQ(tuned.alpha, 0.05);
+  EXPECT_DOUBLE_EQ(tuned.max_ratio, 1.2);
+  EXPECT_EQ(tuned.min_samples, 20);
+
+  json relative = rule(steps);
+  relative["relative_to"] = "fresh/forloop";
+  EXPECT_NO_THROW(parse_gate_json(gate_with(relative), "g"));
+
+  expect_rule_error(rule({{"metric", "samples.step_time"}, {"test", "t_test"}, {"baseline", true}}),
+                    "unknown 'test' \"t_test\" (known: mann_whitney_u)");
+  expect_rule_error(rule({{"metric", "samples.step_time"}, {"test", "mann_whitney_u"}, {"max", 1}}),
+                    "give 'relative_to' or 'baseline': true");
+  expect_rule_error(
+      rule({{"metric", "timing.step_time.median"}, {"test", "mann_whitney_u"}, {"baseline", true}}),
+      "needs a sample series: metric samples.<name>");
+  expect_rule_error(rule({{"metric", "samples.step_time"}, {"baseline", true}}),
+                    "is a series of times: compare it with \"test\"");
+  expect_rule_error(rule({{"baseline", true}, {"alpha", 0.05}}), "'alpha' applies only to rules with a 'test'");
+  json bad_alpha = baseline;
+  bad_alpha["alpha"] = 1.5;
+  expect_rule_error(bad_alpha, "'alpha' must be in (0, 1), got 1.5");
+}
+
 TEST(GateParse, RelativeToWildcardsMustMatchTheVariant) {
   expect_rule_error(rule({{"relative_to", "fresh/*"}}), "has 1 '*' but 'variant'");
   expect_rule_error(rule({{"variant", "*/*"}, {"relative_to", "fresh/*"}}), "has 2");
