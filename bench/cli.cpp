@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "bench/compare_command.h"
 #include "bench/run.h"
 #include "harness/errors.h"
 #include "harness/variant_runner.h"
@@ -53,6 +54,40 @@ void define_flags(CLI::App& app, BenchOptions& o) {
   app.set_version_flag("--version", std::string("bench ") + HARNESS_VERSION);
 }
 
+CLI::App* define_compare(CLI::App& app, CompareOptions& o) {
+  CLI::App* compare = app.add_subcommand(
+      "compare",
+      "Compare two reports: every count and time of every variant side by side, what changed and "
+      "the verdict. Exit codes: 0 nothing regressed, 1 a regression (or a failing gate), 2 bad "
+      "input.");
+  compare->add_option("base", o.base, "The base report (e.g. from the target branch)")->required();
+  compare->add_option("head", o.head, "The head report (e.g. from the pull request)")->required();
+  compare->add_option("-f,--format", o.format, "text, markdown (for $GITHUB_STEP_SUMMARY) or json")
+      ->check(CLI::IsMember({"text", "markdown", "json"}))
+      ->capture_default_str();
+  compare->add_option("-o,--out", o.out, "Write to this file (atomically) instead of stdout");
+  compare->add_option("-g,--gate", o.gates,
+                      "Evaluate this gate file on the pair: head is the run, base the baseline "
+                      "(repeatable)");
+  compare->add_flag("--strict", o.strict, "Inconclusive time comparisons fail too");
+  compare->add_flag("--all", o.all, "Text: show unchanged rows too");
+  compare->add_flag("--phase-times", o.phase_times,
+                    "Also test each phase's host time per step (diagnostic: short phases are "
+                    "mostly timer noise)");
+  compare->add_option("--alpha", o.time.alpha, "Significance of the time test")
+      ->check(CLI::Range(1e-9, 0.5))
+      ->capture_default_str();
+  compare->add_option("--max-ratio", o.time.max_ratio,
+                      "A time regresses when slower than this ratio (and significant)")
+      ->check(CLI::Range(1.0, 1000.0))
+      ->capture_default_str();
+  compare->add_option("--min-samples", o.time.min_samples,
+                      "Timed steps each side needs, else the time is inconclusive")
+      ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  return compare;
+}
+
 }  // namespace
 
 int bench_main(int argc, char** argv) {
@@ -62,8 +97,12 @@ int bench_main(int argc, char** argv) {
                "writes versioned reports and evaluates CI gates.\n"
                "Exit codes: 0 gates pass, 1 a gate failed, 2 bad usage or input, 3 a scenario "
                "failed."};
-  app.footer("Example: bench --scenario resume_adam --device sim --gate reports/gates/resume_adam.json");
+  app.footer(
+      "Examples:\n  bench --scenario resume_adam --device sim --gate reports/gates/resume_adam.json\n"
+      "  bench compare base.json head.json --format markdown >> \"$GITHUB_STEP_SUMMARY\"");
   define_flags(app, options);
+  CompareOptions compare_options;
+  CLI::App* compare = define_compare(app, compare_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -72,6 +111,7 @@ int bench_main(int argc, char** argv) {
     return static_cast<int>(ExitCode::BadInput);
   }
   try {
+    if (compare->parsed()) return static_cast<int>(run_compare(compare_options));
     return static_cast<int>(run_bench(options));
   } catch (const InputError& e) {
     std::cerr << "bench: error: " << e.what() << "\n";

@@ -87,18 +87,6 @@ std::string host_name() {
   return ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "unknown";
 }
 
-void check_writable_destination(const std::string& path, const char* flag) {
-  if (path.empty()) return;
-  if (fs::is_directory(path) || path.back() == '/') {
-    throw InputError(std::string(flag) + " " + path + ": is a directory; give a file name");
-  }
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty() && !fs::is_directory(parent)) {
-    throw InputError(std::string(flag) + " " + path + ": directory " + parent.string() +
-                     " does not exist");
-  }
-}
-
 Provenance make_provenance(const BenchOptions& o, const runtime::DeviceSelection& device,
                            const Instrument& instrument) {
   Provenance p;

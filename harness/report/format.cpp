@@ -78,6 +78,35 @@ std::vector<std::string> variant_summary_cells(const VariantResult& v) {
   return cells;
 }
 
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else {
+      out += (c == '\n' || c == '\r') ? ' ' : c;
+    }
+  }
+  return out;
+}
+
+std::string markdown_table_header(const std::vector<std::string>& header,
+                                  const std::string& alignment) {
+  std::string out = "|";
+  for (const auto& h : header) out += " " + markdown_cell(h) + " |";
+  out += "\n|";
+  for (size_t i = 0; i < header.size(); ++i) {
+    out += i < alignment.size() && alignment[i] == 'r' ? " --: |" : " :-- |";
+  }
+  return out + "\n";
+}
+
+std::string markdown_table_row(const std::vector<std::string>& row, size_t columns) {
+  std::string out = "|";
+  for (size_t i = 0; i < columns; ++i) out += " " + (i < row.size() ? markdown_cell(row[i]) : "") + " |";
+  return out + "\n";
+}
+
 std::vector<SyncSite> top_sync_sites(const VariantResult& variant) {
   std::vector<SyncSite> sites = variant.sync_sites;
   std::stable_sort(sites.begin(), sites.end(),

@@ -25,6 +25,12 @@ std::vector<std::string> variant_summary_header();
 std::string variant_summary_alignment();  // TextTable alignment of the columns above
 std::vector<std::string> variant_summary_cells(const VariantResult& variant);
 
+// Markdown tables: a cell with pipes escaped and line breaks flattened; the header line and its
+// alignment line ('r': right-aligned, else left); one row of `columns` cells.
+std::string markdown_cell(const std::string& text);
+std::string markdown_table_header(const std::vector<std::string>& header, const std::string& alignment);
+std::string markdown_table_row(const std::vector<std::string>& row, size_t columns);
+
 // The sync sites reporters show per variant: the `kSyncSitesShown` most frequent ones.
 inline constexpr size_t kSyncSitesShown = 10;
 std::vector<SyncSite> top_sync_sites(const VariantResult& variant);

@@ -8,16 +8,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "harness/errors.h"
 
 namespace harness {
-namespace {
 
-// Integral values (below 2^53, where doubles are exact) as JSON integers, others as doubles;
-// missing and non-finite values as null.
 ReportJson value_json(const std::optional<double>& value) {
   constexpr double kExactIntegerLimit = 9007199254740992.0;  // 2^53
   if (!value || !std::isfinite(*value)) return nullptr;
@@ -26,6 +24,8 @@ ReportJson value_json(const std::optional<double>& value) {
   }
   return *value;
 }
+
+namespace {
 
 // Writes measurement lists as {name: value} and owns the "measurements" dictionary that holds the
 // unit and description of each name, taken from its first occurrence. A measurement whose unit or
@@ -151,6 +151,18 @@ RunReport read_report_file(const std::string& path) {
 
 void write_report_file(const std::string& path, const RunReport& report) {
   write_file_atomically(path, to_json(report).dump(2) + "\n");
+}
+
+void check_writable_destination(const std::string& path, const std::string& flag) {
+  if (path.empty()) return;
+  if (std::filesystem::is_directory(path) || path.back() == '/') {
+    throw InputError(flag + " " + path + ": is a directory; give a file name");
+  }
+  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty() && !std::filesystem::is_directory(parent)) {
+    throw InputError(flag + " " + path + ": directory " + parent.string() +
+                     " does not exist");
+  }
 }
 
 void write_file_atomically(const std::string& path, const std::string& contents) {

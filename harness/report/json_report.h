@@ -25,6 +25,10 @@ inline constexpr int kReportSchemaMajor = 1;
 
 ReportJson to_json(const RunReport& report);
 
+// A number as reports write it: integral values (below 2^53, where doubles are exact) as JSON
+// integers, others as doubles; missing and non-finite values as null (never NaN or Infinity).
+ReportJson value_json(const std::optional<double>& value);
+
 // Reads a report (typically a baseline). Unknown fields are ignored. Throws InputError naming
 // `source_name` and the offending field when the JSON is not a report of schema major version 1.
 RunReport report_from_json(const ReportJson& json, const std::string& source_name);
@@ -35,6 +39,10 @@ RunReport read_report_file(const std::string& path);
 
 // Writes the report as indented JSON, atomically (see write_file_atomically).
 void write_report_file(const std::string& path, const RunReport& report);
+
+// Throws InputError naming `flag` when `path` (non-empty) cannot be an output file: a directory,
+// or in a directory that does not exist. Checked before a run, so that nothing runs in vain.
+void check_writable_destination(const std::string& path, const std::string& flag);
 
 // Writes `contents` to `path + ".tmp.<pid>"` in the same directory, then renames it over `path`, so
 // a reader never sees a half-written file. On failure it removes the temporary file and throws

@@ -9,35 +9,10 @@
 namespace harness {
 namespace {
 
-// A table cell: pipes escaped, line breaks flattened.
-std::string cell(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (c == '|') {
-      out += "\\|";
-    } else {
-      out += (c == '\n' || c == '\r') ? ' ' : c;
-    }
-  }
-  return out;
-}
-
 void write_table(std::ostringstream& out, const std::vector<std::string>& header,
                  const std::string& alignment, const std::vector<std::vector<std::string>>& rows) {
-  out << "|";
-  for (const auto& h : header) out << " " << cell(h) << " |";
-  out << "\n|";
-  for (size_t i = 0; i < header.size(); ++i) {
-    out << (i < alignment.size() && alignment[i] == 'r' ? " --: |" : " :-- |");
-  }
-  out << "\n";
-  for (const auto& row : rows) {
-    out << "|";
-    for (size_t i = 0; i < header.size(); ++i) {
-      out << " " << (i < row.size() ? cell(row[i]) : "") << " |";
-    }
-    out << "\n";
-  }
+  out << markdown_table_header(header, alignment);
+  for (const auto& row : rows) out << markdown_table_row(row, header.size());
 }
 
 void write_provenance(std::ostringstream& out, const Provenance& p) {

@@ -1,0 +1,41 @@
+#include "bench/compare_command.h"
+
+#include <iostream>
+
+#include "harness/report/gate.h"
+#include "harness/report/json_report.h"
+#include "harness/report/run_compare.h"
+
+namespace harness {
+
+ExitCode run_compare(const CompareOptions& o) {
+  // Every input is read and checked before anything is written.
+  const RunReport base = read_report_file(o.base);
+  const RunReport head = read_report_file(o.head);
+  std::vector<GateFile> gates;
+  for (const std::string& path : o.gates) gates.push_back(parse_gate_file(path));
+  check_writable_destination(o.out, "--out");
+
+  RunComparison comparison = compare_reports(base, head, o.time, o.phase_times);
+  comparison.base_source = o.base;
+  comparison.head_source = o.head;
+  for (const GateFile& gate : gates) comparison.gates.push_back(evaluate_gate(gate, head, &base));
+
+  std::string text;
+  if (o.format == "markdown") {
+    text = comparison_markdown(comparison, o.strict);
+  } else if (o.format == "json") {
+    text = comparison_json(comparison, o.strict).dump(2) + "\n";
+  } else {
+    text = comparison_text(comparison, o.all, o.strict);
+  }
+  if (o.out.empty()) {
+    std::cout << text << std::flush;
+  } else {
+    write_file_atomically(o.out, text);
+    std::cerr << "bench compare: " << comparison.tally() << "; written to " << o.out << "\n";
+  }
+  return comparison.failed(o.strict) ? ExitCode::GateFailed : ExitCode::Ok;
+}
+
+}  // namespace harness

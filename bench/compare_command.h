@@ -1,0 +1,27 @@
+#pragma once
+// bench compare BASE.json HEAD.json: what changed between two runs, as text, markdown or JSON,
+// with gates evaluated on the pair (head as the run, base as the baseline). See run_compare.h.
+#include <string>
+#include <vector>
+
+#include "harness/errors.h"
+#include "harness/report/statistics.h"
+
+namespace harness {
+
+struct CompareOptions {
+  std::string base;
+  std::string head;
+  std::string format = "text";  // text, markdown, json
+  std::string out;              // empty: stdout
+  std::vector<std::string> gates;
+  bool strict = false;  // inconclusive rows and rules fail
+  bool all = false;     // text: every row, not only the changed ones
+  bool phase_times = false;  // also test each phase's time series
+  TimeTestOptions time;
+};
+
+// 0 nothing regressed, 1 a regression (or a failing gate), 2 bad input (thrown as InputError).
+ExitCode run_compare(const CompareOptions& options);
+
+}  // namespace harness

@@ -1,0 +1,79 @@
+#pragma once
+// bench compare: two reports side by side, for a pull request. compare_reports pairs every
+// (scenario, variant, metric) of a base and a head report and decides what changed:
+//   - counts and bytes (launches, copies, syncs, collectives, memory) are exact: any rise is a
+//     regression, any fall an improvement;
+//   - times are decided on their sample series with compare_times (statistics.h): a regression
+//     needs significance and a ratio above max_ratio; too few samples are inconclusive;
+//   - a variant that stops running or a correctness check that starts failing is a regression;
+//   - what only head has is new, what only base has is missing.
+// The result renders as text, markdown (for $GITHUB_STEP_SUMMARY and PR comments) or JSON.
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/report/gate.h"
+#include "harness/report/json_report.h"
+#include "harness/report/result.h"
+#include "harness/report/statistics.h"
+
+namespace harness {
+
+enum class Change { Regression, Improvement, Unchanged, Inconclusive, New, Missing };
+const char* to_string(Change change);  // "regression", "improvement", ...
+
+struct ComparedMetric {
+  std::string scenario;
+  std::string variant;
+  std::string metric;  // a metric path; time series as "samples.<name>"
+  std::string unit;
+  std::optional<double> base;  // for series: the median
+  std::optional<double> head;
+  Change change = Change::Unchanged;
+  std::optional<TimeComparison> time;  // series only
+  std::string note;                    // why, when the numbers alone do not say
+};
+
+// A provenance field that differs between the runs (device, instrument, build type, ...).
+struct EnvironmentDifference {
+  std::string field;
+  std::string base;
+  std::string head;
+};
+
+struct RunComparison {
+  std::string base_source;  // file names, for headers
+  std::string head_source;
+  Provenance base;
+  Provenance head;
+  std::vector<EnvironmentDifference> environment;
+  std::vector<std::string> notes;  // what was not compared and why, config differences
+  std::vector<ComparedMetric> rows;  // in report order (renderers put changed rows first)
+  std::vector<GateOutcome> gates;    // --gate: evaluated with head as the run, base as baseline
+  TimeTestOptions time_options;
+
+  size_t count(Change change) const;
+  // A regression row, or a failing gate; with `strict`, an inconclusive row or gate rule too.
+  bool failed(bool strict) const;
+  // "1 regression, 0 improvements, 42 unchanged, 1 inconclusive, 0 new, 0 missing"
+  std::string tally() const;
+};
+
+// `phase_times`: also test each phase's time series (samples.phase[...].time), not only the
+// step's wall and CPU times. They are diagnostic: short phases are dominated by timer and
+// scheduling noise, so they are left out unless asked for.
+RunComparison compare_reports(const RunReport& base, const RunReport& head,
+                              const TimeTestOptions& time_options, bool phase_times = false);
+
+// Renderings. Text: the changed rows as a table, then the tally; `all`: every row.
+std::string comparison_text(const RunComparison& comparison, bool all, bool strict);
+// Markdown: a heading with the tally, the runs and their environment differences, the changed
+// rows, every other row inside <details>, the gates; never longer than `max_bytes` (rows that do
+// not fit are counted, not shown).
+inline constexpr size_t kMarkdownLimit = 60 * 1000;
+std::string comparison_markdown(const RunComparison& comparison, bool strict,
+                                size_t max_bytes = kMarkdownLimit);
+ReportJson comparison_json(const RunComparison& comparison, bool strict);
+
+}  // namespace harness
