@@ -31,6 +31,12 @@ void define_flags(CLI::App& app, BenchOptions& o) {
   app.add_option("--markdown", o.markdown_out, "Write a markdown summary to this file");
   app.add_option("--trace", o.trace_out,
                  "Write a Chrome/Perfetto trace (phases, variants, device events) to this file");
+  app.add_option("--gbench-out", o.gbench_out,
+                 "Write the run in Google Benchmark's JSON format (compare.py, "
+                 "github-action-benchmark, Bencher) to this file");
+  app.add_flag("--gbench-repetitions", o.gbench_repetitions,
+               "In --gbench-out, one entry per measured step plus mean/median/stddev aggregates "
+               "(for compare.py's U test)");
   app.add_option("-g,--gate", o.gates, "Evaluate this gate file; exit 1 if a rule fails (repeatable)");
   app.add_option("--baseline", o.baseline, "Baseline report for the gates' baseline rules");
   app.add_flag("--strict", o.strict,

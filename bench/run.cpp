@@ -11,12 +11,14 @@
 #include <memory>
 #include <optional>
 
+#include "bench/gbench_context.h"
 #include "bench/git_info.h"
 #include "bench/launcher.h"
 #include "harness/report/rank_merge.h"
 #include "harness/runtime/dist/communicator.h"
 #include "harness/runtime/dist/rank_env.h"
 #include "harness/report/gate.h"
+#include "harness/report/gbench_json.h"
 #include "harness/report/json_report.h"
 #include "harness/report/pattern.h"
 #include "harness/report/reporter.h"
@@ -262,6 +264,10 @@ ExitCode run_bench(const BenchOptions& o) {
   check_writable_destination(o.json_out, "--out");
   check_writable_destination(o.markdown_out, "--markdown");
   check_writable_destination(o.trace_out, "--trace");
+  check_writable_destination(o.gbench_out, "--gbench-out");
+  if (o.gbench_repetitions && o.gbench_out.empty()) {
+    throw InputError("--gbench-repetitions needs --gbench-out FILE");
+  }
 
   // Ranks: this process is one when torchrun's variables are set (by torchrun or by our own
   // launcher); otherwise it starts them when asked to or when a scenario needs them.
@@ -380,6 +386,13 @@ ExitCode run_bench(const BenchOptions& o) {
   }
   if (!leader) return ExitCode::Ok;  // rank 0 reports, for every rank
   reporters.on_run_done(report);
+  if (!o.gbench_out.empty()) {
+    write_file_atomically(
+        o.gbench_out,
+        gbench_json(report, machine_gbench_context(report.provenance), o.gbench_repetitions)
+                .dump(2) +
+            "\n");
+  }
 
   bool gates_passed = true;
   for (const GateFile& gate : gates) {

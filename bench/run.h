@@ -16,6 +16,8 @@ struct BenchOptions {
   std::string json_out;      // --out
   std::string markdown_out;  // --markdown
   std::string trace_out;     // --trace
+  std::string gbench_out;    // --gbench-out: Google Benchmark JSON
+  bool gbench_repetitions = false;  // --gbench-repetitions: one entry per step
   std::vector<std::string> gates;
   std::string baseline;
   bool list = false;
