@@ -6,7 +6,9 @@
 #      them (a machine without a CUDA toolkit).
 #   4. CMake configure (once) and build of build/ (incremental; ccache in the machine-wide cache).
 # A second run checks markers and goes straight to the (no-op) build.
-# Environment: HARNESS_CACHE (default /var/cache/harness), LIBTORCH_ROOT (your own LibTorch),
+# Environment: HARNESS_WITH_TEST_TOOLS=1 (set by scripts/test.sh) also installs what only the tests
+#              use: Google Benchmark's compare.py (libbenchmark-tools) and the scipy it imports.
+#              HARNESS_CACHE (default /var/cache/harness), LIBTORCH_ROOT (your own LibTorch),
 #              BUILD_DIR (default build), BUILD_TYPE (default Release),
 #              HARNESS_CMAKE_ARGS (extra configure arguments, e.g. -DHARNESS_WITH_CUDA=ON).
 set -euo pipefail
@@ -28,6 +30,9 @@ as_root() {
 # --- 1. Debian packages -----------------------------------------------------------------------
 packages=(ccache ninja-build cmake g++ libcli11-dev libgloo-dev nlohmann-json3-dev libgtest-dev libgmock-dev
           libbenchmark-dev unzip python3-pip)
+if [ "${HARNESS_WITH_TEST_TOOLS:-0}" = 1 ]; then
+  packages+=(libbenchmark-tools python3-scipy)
+fi
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -89,9 +89,13 @@ RuleOutcome finish(RuleOutcome out, RuleStatus status, std::string message) {
 
 RuleOutcome evaluate_equals(const GateRule& rule, const VariantResult& variant, RuleOutcome out) {
   const char* const names[] = {"false", "true"};
-  bool actual = variant.ran;
+  // A variant that reproduces a known failure and failed as it should is fine.
+  bool actual = variant.ran || variant.failed_as_expected();
   std::string detail = variant.error;
   if (rule.metric == kCorrectnessPassed) {
+    if (variant.failed_as_expected()) {
+      return finish(out, RuleStatus::Skipped, "expected failure: " + variant.expected_failure);
+    }
     if (!variant.ran) {
       return finish(out, RuleStatus::Fail, "variant failed to run: " + variant.error);
     }
@@ -120,6 +124,11 @@ class VariantCheck {
   RuleOutcome run(const std::vector<std::string>& captures) const {
     RuleOutcome out = outcome(rule_, scenario_.name, variant_.name);
     if (rule_.kind == RuleKind::Equals) return evaluate_equals(rule_, variant_, out);
+    if (variant_.failed_as_expected()) {
+      return finish(out, RuleStatus::Skipped,
+                    "reproduces a known failure (" + variant_.expected_failure +
+                        "): nothing measured");
+    }
     if (!variant_.ran) {
       return finish(out, RuleStatus::Fail, "variant failed to run: " + variant_.error);
     }

@@ -202,6 +202,24 @@ TEST(GateEval, TooFewSamplesAreInconclusiveAndFailOnlyWhenStrict) {
   EXPECT_CONTAINS(missing.message, "samples.step_time");
 }
 
+TEST(GateEval, AnExpectedFailureIsOkAndHasNothingToMeasure) {
+  RunReport report = sample_report();
+  sample_variant(report, "resume_rebuild/foreach").expected_failure = "a known crash";
+  const GateFile gate = parse_gate_json(
+      {{"gate_version", 1},
+       {"rules", json::array({on("resume_rebuild/foreach", "status.ok", {{"equals", true}}),
+                              on("resume_rebuild/foreach", "per_step.d2h.count", {{"max", 0}}),
+                              on("resume_rebuild/foreach", "correctness.passed",
+                                 {{"equals", true}})})}},
+      "g");
+  const GateOutcome g = evaluate_gate(gate, report, nullptr);
+  ASSERT_EQ(g.outcomes.size(), 3u);
+  EXPECT_EQ(g.outcomes[0].status, RuleStatus::Pass);
+  EXPECT_EQ(g.outcomes[1].status, RuleStatus::Skipped);
+  EXPECT_CONTAINS(g.outcomes[1].message, "reproduces a known failure (a known crash)");
+  EXPECT_EQ(g.outcomes[2].status, RuleStatus::Skipped);
+}
+
 TEST(GateEval, AnyTimeComparedWithABaselineNeedsMinSamples) {
   RunReport report = sample_report();
   sample_variant(report, "fresh/foreach").total.push_back({"wait", 100, "ns", "time waiting"});

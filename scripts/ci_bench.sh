@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# What a CI job runs (README, "In CI"): every scenario with its gates, the reports for the job's
+# artifacts, and -- given the base branch's report -- `bench compare` into the job summary.
+#
+#   scripts/ci_bench.sh OUT_DIR [BASE_REPORT]
+#
+# Writes OUT_DIR/report.json (the artifact the next run compares with), report.md, gbench.json
+# (Google Benchmark format, for github-action-benchmark or Bencher) and, with BASE_REPORT,
+# compare.md, which it also appends to $GITHUB_STEP_SUMMARY when that is set.
+# Exit code: 0 every gate passed and nothing regressed, 1 a gate failed or something regressed,
+# 2 bad input, 3 a scenario failed -- the first failure wins.
+# Environment: BENCH (the bench binary; default: scripts/bench.sh, which sets up and builds),
+#   HARNESS_CI_SCENARIOS (default: all), HARNESS_CI_DEVICE (default: sim),
+#   HARNESS_CI_STEPS (default: 20, enough for the time test's 10 samples a side),
+#   HARNESS_MAX_RATIO (default: 2.0, above this machine's run-to-run drift; see README).
+set -euo pipefail
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+[ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: $0 OUT_DIR [BASE_REPORT]" >&2; exit 2; }
+out=$1
+base=${2:-}
+if [ -n "${BENCH:-}" ]; then bench=("$BENCH"); else bench=("$repo/scripts/bench.sh"); fi
+scenarios=${HARNESS_CI_SCENARIOS:-all}
+max_ratio=${HARNESS_MAX_RATIO:-2.0}
+mkdir -p "$out"
+[ -z "$base" ] || [ -f "$base" ] || { echo "ci_bench: base report '$base' does not exist" >&2; exit 2; }
+
+# Each scenario's own gate (reports/gates/<scenario>.json).
+gates=()
+scenario_args=()
+for s in $scenarios; do
+  scenario_args+=(--scenario "$s")
+  if [ "$s" = all ]; then
+    for g in "$repo"/reports/gates/*.json; do
+      [ "$(basename "$g")" = baseline.json ] || gates+=(--gate "$g")
+    done
+  elif [ -f "$repo/reports/gates/$s.json" ]; then
+    gates+=(--gate "$repo/reports/gates/$s.json")
+  fi
+done
+
+status=0
+"${bench[@]}" "${scenario_args[@]}" --device "${HARNESS_CI_DEVICE:-sim}" \
+  --steps "${HARNESS_CI_STEPS:-20}" "${gates[@]}" \
+  --out "$out/report.json" --markdown "$out/report.md" --gbench-out "$out/gbench.json" || status=$?
+
+if [ -n "$base" ] && [ -f "$out/report.json" ]; then
+  compare_status=0
+  "${bench[@]}" compare "$base" "$out/report.json" --format markdown --out "$out/compare.md" \
+    --gate "$repo/reports/gates/baseline.json" --max-ratio "$max_ratio" || compare_status=$?
+  if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$out/compare.md" ]; then
+    cat "$out/compare.md" >> "$GITHUB_STEP_SUMMARY"
+  fi
+  [ "$status" -ne 0 ] || status=$compare_status
+fi
+exit "$status"

@@ -1,0 +1,308 @@
+"""bench compare, statistical time gates, Google Benchmark JSON and the CI recipe, on the real
+bench binary: output, JSON and exit codes.
+
+Environment: BENCH (path of the bench binary), SOURCE_DIR (the repository root).
+"""
+import copy
+import json
+import os
+import subprocess
+import tempfile
+import unittest
+
+BENCH = os.environ["BENCH"]
+SOURCE_DIR = os.environ["SOURCE_DIR"]
+BASELINE_GATE = os.path.join(SOURCE_DIR, "reports", "gates", "baseline.json")
+CI_SCRIPT = os.path.join(SOURCE_DIR, "scripts", "ci_bench.sh")
+COMPARE_PY = "/usr/share/benchmark/compare.py"  # Debian's libbenchmark-tools
+SYSTEM_PYTHON = "/usr/bin/python3"               # with Debian's python3-scipy, which it imports
+
+
+def run(*args, env=None, timeout=600):
+    return subprocess.run(list(args), capture_output=True, text=True, timeout=timeout,
+                          stdin=subprocess.DEVNULL, env=env)
+
+
+def bench(*args, **kwargs):
+    return run(BENCH, *args, **kwargs)
+
+
+def strict_json(path):
+    with open(path) as f:
+        return json.load(f, parse_constant=lambda c: (_ for _ in ()).throw(
+            ValueError("non-JSON constant " + c)))
+
+
+def write_json(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+def variant(report, name):
+    return next(v for v in report["scenarios"][0]["variants"] if v["name"] == name)
+
+
+class Compare(unittest.TestCase):
+    """One real run is the base; heads are edited copies of it."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.base = os.path.join(cls.tmp.name, "base.json")
+        r = bench("--scenario", "resume_adam", "--device", "sim", "--variant", "fresh/*",
+                  "--variant", "resume_move_all/*", "--steps", "12", "--quiet", "--out", cls.base)
+        assert r.returncode == 0, r.stdout + r.stderr
+        cls.report = strict_json(cls.base)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def regressed_head(self):
+        """fresh/foreach gains 3 D2H copies per step and runs 3x slower."""
+        head = copy.deepcopy(self.report)
+        v = variant(head, "fresh/foreach")
+        v["per_step"]["d2h.count"] = 3
+        v["samples"]["step_time"] = [t * 3 for t in v["samples"]["step_time"]]
+        path = self.path("head.json")
+        write_json(path, head)
+        return path
+
+    def test_a_report_against_itself_changes_nothing(self):
+        r = bench("compare", self.base, self.base)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("compare: 0 regressions, 0 improvements, ", r.stdout)
+        self.assertIn("0 inconclusive, 0 new, 0 missing", r.stdout)
+        self.assertIn("unchanged rows not shown", r.stdout)
+
+    def test_a_regression_exits_1_in_every_format(self):
+        head = self.regressed_head()
+        text = bench("compare", self.base, head)
+        self.assertEqual(text.returncode, 1, text.stdout + text.stderr)
+        rows = [line for line in text.stdout.splitlines() if line.strip().startswith("REGRESSION")]
+        self.assertTrue(any("fresh/foreach" in r and "per_step.d2h.count" in r for r in rows), rows)
+        time_row = next(r for r in rows if "samples.step_time" in r)
+        self.assertIn("+200.0%", time_row)
+        self.assertIn("12/12", time_row)
+        self.assertIn("compare: 2 regressions", text.stdout)
+
+        md = bench("compare", self.base, head, "--format", "markdown")
+        self.assertEqual(md.returncode, 1)
+        self.assertTrue(md.stdout.startswith("## bench compare: 2 regressions"), md.stdout[:200])
+        self.assertLess(len(md.stdout.encode()), 60_000)
+        self.assertLess(md.stdout.index("🔴"), md.stdout.index("<details>"))
+
+        js = bench("compare", self.base, head, "--format", "json")
+        self.assertEqual(js.returncode, 1)
+        doc = json.loads(js.stdout, parse_constant=lambda c: (_ for _ in ()).throw(ValueError(c)))
+        self.assertEqual(doc["tally"]["regression"], 2)
+        self.assertTrue(doc["failed"])
+        row = next(r for r in doc["rows"] if r["metric"] == "samples.step_time"
+                   and r["variant"] == "fresh/foreach")
+        self.assertGreater(row["time"]["ratio"], 2.5)
+        self.assertLess(row["time"]["p_greater"], 0.01)
+        self.assertEqual(row["time"]["n_base"], 12)
+
+        # A lenient max ratio leaves only the count.
+        lenient = bench("compare", self.base, head, "--max-ratio", "4")
+        self.assertIn("compare: 1 regression", lenient.stdout)
+
+    def test_gates_on_the_pair_and_out_file(self):
+        head = self.regressed_head()
+        out = self.path("summary.md")
+        r = bench("compare", self.base, head, "--gate", BASELINE_GATE, "--format", "markdown",
+                  "--out", out)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertEqual(r.stdout, "")
+        self.assertIn("written to " + out, r.stderr)
+        with open(out) as f:
+            md = f.read()
+        self.assertIn("### Gate `" + BASELINE_GATE + "`: **FAILED**", md)
+        self.assertIn("D2H copies do not rise", md)
+        self.assertEqual([n for n in os.listdir(self.tmp.name) if ".tmp." in n], [])
+        # The same gate passes on the run against itself.
+        same = bench("compare", self.base, self.base, "--gate", BASELINE_GATE)
+        self.assertEqual(same.returncode, 0, same.stdout + same.stderr)
+
+    def test_improvements_never_fail(self):
+        head = copy.deepcopy(self.report)
+        v = variant(head, "resume_move_all/foreach")
+        v["per_step"]["sync.count"] = 0
+        v["samples"]["step_time"] = [t / 3 for t in v["samples"]["step_time"]]
+        write_json(self.path("better.json"), head)
+        r = bench("compare", self.base, self.path("better.json"))
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("0 regressions, 2 improvements", r.stdout)
+
+    def test_too_few_samples_are_inconclusive_and_fail_only_when_strict(self):
+        head = copy.deepcopy(self.report)
+        for v in head["scenarios"][0]["variants"]:
+            v["samples"]["step_time"] = v["samples"]["step_time"][:4]
+        write_json(self.path("short.json"), head)
+        r = bench("compare", self.base, self.path("short.json"))
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("INCONCLUSIVE", r.stdout)
+        self.assertIn("fewer than min_samples 10", r.stdout)
+        strict = bench("compare", self.base, self.path("short.json"), "--strict")
+        self.assertEqual(strict.returncode, 1)
+
+    def test_bad_input_exits_2_naming_the_problem(self):
+        malformed = self.path("malformed.json")
+        with open(malformed, "w") as f:
+            f.write('{"schema_version": "1.2.0", "scenarios": [')
+        future = copy.deepcopy(self.report)
+        future["schema_version"] = "2.0.0"
+        write_json(self.path("future.json"), future)
+        bad_sample = copy.deepcopy(self.report)
+        variant(bad_sample, "fresh/foreach")["samples"]["step_time"][0] = "fast"
+        write_json(self.path("bad_sample.json"), bad_sample)
+        cases = [
+            (["compare", self.base, self.path("absent.json")], "cannot read report"),
+            (["compare", self.base, malformed], "is not valid JSON"),
+            (["compare", self.base, self.path("future.json")], "schema version 2.0.0"),
+            (["compare", self.base, self.path("bad_sample.json")], "expected a time in ns"),
+            (["compare", self.base, self.base, "--format", "html"], "--format"),
+            (["compare", self.base, self.base, "--out", self.tmp.name], "is a directory"),
+            (["compare", self.base, self.base, "--gate", malformed], "gate file"),
+            (["compare", self.base], "head"),
+        ]
+        for args, message in cases:
+            r = bench(*args)
+            self.assertEqual(r.returncode, 2, f"{args}: {r.stdout}{r.stderr}")
+            self.assertIn(message, r.stderr, args)
+        self.assertFalse(os.path.exists(os.path.join(self.tmp.name, "absent.json")))
+
+
+class StatisticalGate(unittest.TestCase):
+    """bench --baseline with a "test" rule: inconclusive on 5 steps, --strict fails on it."""
+
+    def test_inconclusive_then_strict(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            base = os.path.join(tmp, "base.json")
+            gate = os.path.join(tmp, "gate.json")
+            write_json(gate, {"gate_version": 1, "rules": [
+                {"name": "fresh steps not slower", "scenario": "resume_adam",
+                 "variant": "fresh/foreach", "metric": "samples.step_time", "baseline": True,
+                 "test": "mann_whitney_u", "max_ratio": 1000}]})
+            args = ["--scenario", "resume_adam", "--device", "sim", "--variant", "fresh/foreach",
+                    "--quiet"]
+            self.assertEqual(bench(*args, "--steps", "12", "--out", base).returncode, 0)
+            r = bench(*args, "--steps", "5", "--baseline", base, "--gate", gate)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("INCONCLUSIVE", r.stdout)
+            self.assertIn("1 inconclusive (not failing; --strict fails on them)", r.stdout)
+            strict = bench(*args, "--steps", "5", "--baseline", base, "--gate", gate, "--strict")
+            self.assertEqual(strict.returncode, 1, strict.stdout)
+            # Enough steps: decided, and within 1000x it passes.
+            decided = bench(*args, "--steps", "12", "--baseline", base, "--gate", gate)
+            self.assertEqual(decided.returncode, 0, decided.stdout)
+            self.assertIn("gate: 1 passed, 0 failed, 0 skipped\n", decided.stdout)
+
+
+class GoogleBenchmarkJson(unittest.TestCase):
+    """--gbench-out, read by Google Benchmark's own compare.py."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.files = {}
+        for name, extra in (("a", []), ("b", []), ("ra", ["--gbench-repetitions"]),
+                            ("rb", ["--gbench-repetitions"])):
+            path = os.path.join(cls.tmp.name, name + ".json")
+            r = bench("--scenario", "resume_adam", "--device", "sim", "--variant", "fresh/*",
+                      "--steps", "10", "--quiet", "--gbench-out", path, *extra)
+            assert r.returncode == 0, r.stdout + r.stderr
+            cls.files[name] = path
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def test_the_document(self):
+        doc = strict_json(self.files["a"])
+        self.assertEqual(doc["context"]["json_schema_version"], 1)
+        self.assertIsInstance(doc["context"]["caches"], list)
+        names = [b["name"] for b in doc["benchmarks"]]
+        self.assertEqual(names, ["resume_adam/fresh/foreach", "resume_adam/fresh/forloop"])
+        b = doc["benchmarks"][0]
+        self.assertEqual(b["iterations"], 10)
+        self.assertEqual(b["time_unit"], "ns")
+        self.assertGreater(b["real_time"], 0)
+        self.assertGreater(b["cpu_time"], 0)
+        self.assertEqual(b["launch.count"], 37)
+        reps = strict_json(self.files["ra"])["benchmarks"]
+        self.assertEqual(len(reps), 2 * (10 + 3))
+        self.assertEqual([r["repetition_index"] for r in reps[:10]], list(range(10)))
+        self.assertEqual(reps[10]["aggregate_name"], "mean")
+
+    def compare_py(self, a, b):
+        if not os.path.exists(COMPARE_PY):
+            self.skipTest(COMPARE_PY + " is absent: install Debian's libbenchmark-tools "
+                          "(./scripts/test.sh does)")
+        if run(SYSTEM_PYTHON, "-c", "import scipy").returncode != 0:
+            self.skipTest("compare.py needs scipy: install Debian's python3-scipy "
+                          "(./scripts/test.sh does)")
+        return run(SYSTEM_PYTHON, COMPARE_PY, "--no-color", "benchmarks", a, b)
+
+    def test_compare_py_reads_two_runs(self):
+        r = self.compare_py(self.files["a"], self.files["b"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("Comparing", r.stdout)
+        self.assertIn("resume_adam/fresh/foreach", r.stdout)
+        self.assertIn("OVERALL_GEOMEAN", r.stdout)
+
+    def test_compare_py_runs_its_u_test_on_repetitions(self):
+        r = self.compare_py(self.files["ra"], self.files["rb"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("resume_adam/fresh/foreach_pvalue", r.stdout)
+        self.assertIn("U Test, Repetitions: 10 vs 10", r.stdout)
+        self.assertIn("resume_adam/fresh/forloop_median", r.stdout)
+
+
+class CiRecipe(unittest.TestCase):
+    """The commands of the README's CI job (scripts/ci_bench.sh), not the YAML runner."""
+
+    def test_first_run_then_a_pull_request_run(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            env = dict(os.environ, BENCH=BENCH, HARNESS_CI_SCENARIOS="resume_adam",
+                       HARNESS_CI_STEPS="12", HARNESS_MAX_RATIO="1000")
+            env.pop("GITHUB_STEP_SUMMARY", None)
+            main = os.path.join(tmp, "main")
+            r = run("bash", CI_SCRIPT, main, env=env)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(sorted(os.listdir(main)), ["gbench.json", "report.json", "report.md"])
+            self.assertIn("gate: 14 passed, 0 failed, 0 skipped", r.stdout)
+            for name in ("gbench.json", "report.json"):
+                strict_json(os.path.join(main, name))
+
+            summary = os.path.join(tmp, "step_summary.md")
+            env["GITHUB_STEP_SUMMARY"] = summary
+            pr = os.path.join(tmp, "pr")
+            r = run("bash", CI_SCRIPT, pr, os.path.join(main, "report.json"), env=env)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(summary) as f:
+                text = f.read()
+            self.assertTrue(text.startswith("## bench compare: 0 regressions"), text[:300])
+            self.assertIn("### Gate `", text)
+
+            # A base branch that copied less: the pull request regressed, the job fails.
+            base = strict_json(os.path.join(main, "report.json"))
+            variant(base, "resume_move_all/foreach")["per_step"]["d2h.count"] = 0
+            better_base = os.path.join(tmp, "better_base.json")
+            write_json(better_base, base)
+            r = run("bash", CI_SCRIPT, os.path.join(tmp, "pr2"), better_base, env=env)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            with open(os.path.join(tmp, "pr2", "compare.md")) as f:
+                self.assertIn("🔴", f.read())
+
+            bad = run("bash", CI_SCRIPT, os.path.join(tmp, "pr3"), os.path.join(tmp, "none.json"),
+                      env=env)
+            self.assertEqual(bad.returncode, 2)
+            self.assertIn("does not exist", bad.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
