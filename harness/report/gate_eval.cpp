@@ -89,8 +89,7 @@ RuleOutcome finish(RuleOutcome out, RuleStatus status, std::string message) {
 
 RuleOutcome evaluate_equals(const GateRule& rule, const VariantResult& variant, RuleOutcome out) {
   const char* const names[] = {"false", "true"};
-  // A variant that reproduces a known failure and failed as it should is fine.
-  bool actual = variant.ran || variant.failed_as_expected();
+  bool actual = variant.ran;
   std::string detail = variant.error;
   if (rule.metric == kCorrectnessPassed) {
     if (variant.failed_as_expected()) {
