@@ -112,8 +112,8 @@ void StepWindow::on_train_step_end(runtime::Trainer&, int64_t) {
                          std::chrono::steady_clock::now() - started_)
                          .count();
   const int64_t cpu_ns = process_cpu_ns() - started_cpu_ns_;
-  if (counting_) step_cpu_ns_.push_back(cpu_ns);
   if (counting_) {
+    step_cpu_ns_.push_back(cpu_ns);
     instrument_.stop();
     phase_clock_.end_step();
   }

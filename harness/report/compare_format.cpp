@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "harness/report/format.h"
+#include "harness/report/pattern.h"
 #include "harness/report/run_compare.h"
 #include "harness/report/text_table.h"
 
@@ -25,9 +26,9 @@ const char* icon(Change change) {
   return "?";
 }
 
-std::string printf_text(const char* format, double value) {
+std::string percent_of(double pct) {
   char buf[64];
-  std::snprintf(buf, sizeof buf, format, value);
+  std::snprintf(buf, sizeof buf, "%+.1f%%", pct);
   return buf;
 }
 
@@ -52,17 +53,11 @@ std::string delta_text(const ComparedMetric& m) {
 std::string percent_text(const ComparedMetric& m) {
   if (!m.base || !m.head || m.unit == "bool" || *m.base == 0) return "";
   const double pct = (*m.head - *m.base) / std::fabs(*m.base) * 100;
-  return printf_text("%+.1f%%", pct);
+  return percent_of(pct);
 }
 
 std::string ratio_text(const ComparedMetric& m) {
-  if (!m.time || !m.time->ratio.ratio) return "";
-  std::string out = printf_text("%.3f", *m.time->ratio.ratio);
-  if (m.time->ratio.low && m.time->ratio.high) {
-    out += " [" + printf_text("%.3f", *m.time->ratio.low) + ", " +
-           printf_text("%.3f", *m.time->ratio.high) + "]";
-  }
-  return out;
+  return m.time ? format_ratio_estimate(m.time->ratio) : "";
 }
 
 // The one-sided p-value in the direction of the change.
@@ -74,7 +69,7 @@ std::optional<double> p_value(const ComparedMetric& m) {
 std::string p_text(const ComparedMetric& m) {
   const std::optional<double> p = p_value(m);
   if (!p) return "";
-  return printf_text(*p < 0.001 ? "%.1e" : "%.3f", *p);
+  return format_p_value(*p);
 }
 
 std::string n_text(const ComparedMetric& m) {
@@ -118,7 +113,7 @@ int importance(const ComparedMetric& m) {
       {"status.", 0}, {"correctness.", 0}, {"(variant)", 0}, {"per_step.", 1},
       {"samples.step", 2}, {"total.", 3}, {"samples.", 4}, {"phase[", 5}, {"launches_by_op[", 6}};
   for (const auto& [prefix, rank] : order) {
-    if (m.metric.compare(0, std::string(prefix).size(), prefix) == 0) return rank;
+    if (starts_with(m.metric, prefix)) return rank;
   }
   return 7;
 }

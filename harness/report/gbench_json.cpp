@@ -1,5 +1,7 @@
 #include "harness/report/gbench_json.h"
 
+#include "harness/report/statistics.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -33,14 +35,12 @@ struct Stats {
   double mean = 0, median = 0, stddev = 0;
 };
 
-Stats stats_of(std::vector<double> x) {
+Stats stats_of(const std::vector<double>& x) {
   Stats s;
   if (x.empty()) return s;
   const double n = static_cast<double>(x.size());
   s.mean = std::accumulate(x.begin(), x.end(), 0.0) / n;
-  std::sort(x.begin(), x.end());
-  const size_t mid = x.size() / 2;
-  s.median = x.size() % 2 ? x[mid] : 0.5 * (x[mid - 1] + x[mid]);
+  s.median = median_of(x);
   double var = 0;
   for (double v : x) var += (v - s.mean) * (v - s.mean);
   s.stddev = x.size() > 1 ? std::sqrt(var / (n - 1)) : 0.0;

@@ -21,6 +21,10 @@ bool match_from(const std::string& pattern, size_t p, const std::string& text, s
 
 }  // namespace
 
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
 size_t wildcard_count(const std::string& pattern) {
   return static_cast<size_t>(std::count(pattern.begin(), pattern.end(), '*'));
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "harness/report/pattern.h"
+
 namespace harness {
 namespace {
 
@@ -11,9 +13,6 @@ const Measurement* find_by_name(const std::vector<Measurement>& list, const std:
   return it == list.end() ? nullptr : &*it;
 }
 
-bool starts_with(const std::string& text, const std::string& prefix) {
-  return text.compare(0, prefix.size(), prefix) == 0;
-}
 
 }  // namespace
 

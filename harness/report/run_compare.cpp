@@ -6,21 +6,14 @@
 #include <map>
 #include <set>
 
+#include "harness/report/pattern.h"
+
 namespace harness {
 namespace {
 
 // Counts are exact; this only absorbs floating-point rounding of per-step divisions.
 constexpr double kCountTolerance = 1e-9;
 
-bool starts_with(const std::string& text, const std::string& prefix) {
-  return text.compare(0, prefix.size(), prefix) == 0;
-}
-
-double median_of(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t mid = values.size() / 2;
-  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
-}
 
 // Ran as it should: ran, or failed as it is expected to.
 bool ok(const VariantResult& v) { return v.ran || v.failed_as_expected(); }

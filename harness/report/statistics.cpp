@@ -105,13 +105,28 @@ std::string fixed(double value, int decimals) {
   return buf;
 }
 
-std::string p_value_text(double p) {
+
+}  // namespace
+
+double median_of(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const size_t mid = values.size() / 2;
+  return values.size() % 2 ? values[mid] : 0.5 * (values[mid - 1] + values[mid]);
+}
+
+std::string format_p_value(double p) {
   char buf[32];
   std::snprintf(buf, sizeof buf, p < 0.001 ? "%.1e" : "%.3f", p);
   return buf;
 }
 
-}  // namespace
+std::string format_ratio_estimate(const RatioEstimate& e) {
+  if (!e.ratio) return "";
+  std::string out = fixed(*e.ratio, 3);
+  if (e.low && e.high) out += " [" + fixed(*e.low, 3) + ", " + fixed(*e.high, 3) + "]";
+  return out;
+}
 
 std::vector<double> mann_whitney_pmf(size_t m, size_t n) {
   if (m > n) std::swap(m, n);
@@ -226,7 +241,7 @@ TimeComparison compare_times(const std::vector<double>& head, const std::vector<
   }
   if (!(out.test.min_p < options.alpha)) {
     out.reason = sizes + " timed steps cannot reach p < " + fixed(options.alpha, 3) +
-                 " (smallest possible p " + p_value_text(out.test.min_p) + ")";
+                 " (smallest possible p " + format_p_value(out.test.min_p) + ")";
     return out;
   }
   if (!out.ratio.ratio) {
@@ -234,24 +249,21 @@ TimeComparison compare_times(const std::vector<double>& head, const std::vector<
     return out;
   }
   const double ratio = *out.ratio.ratio;
-  std::string estimate = "ratio " + fixed(ratio, 3);
-  if (out.ratio.low && out.ratio.high) {
-    estimate += " [" + fixed(*out.ratio.low, 3) + ", " + fixed(*out.ratio.high, 3) + "]";
-  }
+  const std::string estimate = "ratio " + format_ratio_estimate(out.ratio);
   const std::string limit = fixed(options.max_ratio, 2);
   if (out.test.p_greater < options.alpha && ratio > options.max_ratio) {
     out.verdict = TimeVerdict::Regression;
-    out.reason = estimate + ", slower with p " + p_value_text(out.test.p_greater) + " < " +
+    out.reason = estimate + ", slower with p " + format_p_value(out.test.p_greater) + " < " +
                  fixed(options.alpha, 3) + " and ratio > " + limit;
   } else if (out.test.p_less < options.alpha && ratio < 1 / options.max_ratio) {
     out.verdict = TimeVerdict::Improvement;
-    out.reason = estimate + ", faster with p " + p_value_text(out.test.p_less) + " < " +
+    out.reason = estimate + ", faster with p " + format_p_value(out.test.p_less) + " < " +
                  fixed(options.alpha, 3) + " and ratio < 1/" + limit;
   } else {
     out.verdict = TimeVerdict::Unchanged;
     const bool slower = ratio >= 1;
     const double p = slower ? out.test.p_greater : out.test.p_less;
-    out.reason = estimate + ", " + (slower ? "slower" : "faster") + " p " + p_value_text(p) +
+    out.reason = estimate + ", " + (slower ? "slower" : "faster") + " p " + format_p_value(p) +
                  (p < options.alpha ? ": significant but within " + limit + "x"
                                     : ": not significant");
   }

@@ -15,6 +15,9 @@
 
 namespace harness {
 
+// The median of `values` (0 when empty).
+double median_of(std::vector<double> values);
+
 // The exact null distribution of U for samples of sizes m and n (no ties): P(U = u), u = 0..m*n.
 std::vector<double> mann_whitney_pmf(size_t m, size_t n);
 
@@ -45,6 +48,11 @@ struct RatioEstimate {
 };
 RatioEstimate hodges_lehmann_ratio(const std::vector<double>& head, const std::vector<double>& base,
                                    double confidence = 0.95);
+
+// "1.135 [1.062, 1.207]" (no interval: "1.135"; no ratio: ""), as messages and tables show it.
+std::string format_ratio_estimate(const RatioEstimate& estimate);
+// "3.0e-04" below 0.001, else "0.253".
+std::string format_p_value(double p);
 
 // What the time of head says against the time of base.
 enum class TimeVerdict { Regression, Improvement, Unchanged, Inconclusive };
