@@ -8,6 +8,7 @@
 #include "bench/compare_command.h"
 #include "bench/run.h"
 #include "harness/errors.h"
+#include "harness/interrupt.h"
 #include "harness/variant_runner.h"
 
 namespace harness {
@@ -102,7 +103,7 @@ int bench_main(int argc, char** argv) {
   CLI::App app{"bench: counts the copies, syncs, launches and collectives of training scenarios, "
                "writes versioned reports and evaluates CI gates.\n"
                "Exit codes: 0 gates pass, 1 a gate failed, 2 bad usage or input, 3 a scenario "
-               "failed."};
+               "failed, 130 / 143 stopped by SIGINT / SIGTERM (no report written)."};
   app.footer(
       "Examples:\n  bench --scenario resume_adam --device sim --gate reports/gates/resume_adam.json\n"
       "  bench compare base.json head.json --format markdown >> \"$GITHUB_STEP_SUMMARY\"");
@@ -118,7 +119,12 @@ int bench_main(int argc, char** argv) {
   }
   try {
     if (compare->parsed()) return static_cast<int>(run_compare(compare_options));
+    install_stop_handlers();
     return static_cast<int>(run_bench(options));
+  } catch (const Interrupted& stop) {
+    std::cerr << "bench: interrupted by " << signal_name(stop.signal)
+              << "; stopped without writing a report\n";
+    return stop.exit_code();
   } catch (const InputError& e) {
     std::cerr << "bench: error: " << e.what() << "\n";
     return static_cast<int>(ExitCode::BadInput);

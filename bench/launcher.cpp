@@ -7,18 +7,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <optional>
 #include <thread>
 
+#include "bench/temp_dir.h"
+#include "harness/interrupt.h"
+
 namespace harness {
 namespace {
-
-std::atomic<int> g_stop_signal{0};
-extern "C" void on_stop_signal(int sig) { g_stop_signal.store(sig); }
 
 // A loopback port that is free now (the kernel picks it; rank 0's store binds it right after).
 int free_loopback_port() {
@@ -49,7 +49,7 @@ std::string describe_status(int status) {
 }
 
 pid_t spawn_rank(const std::vector<std::string>& argv, int rank, int world, int port,
-                 bool world_from_scenarios) {
+                 bool world_from_scenarios, const std::string& temp_dir) {
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid > 0) return pid;
@@ -60,6 +60,7 @@ pid_t spawn_rank(const std::vector<std::string>& argv, int rank, int world, int 
   ::setenv("LOCAL_WORLD_SIZE", std::to_string(world).c_str(), 1);
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
+  ::setenv("TMPDIR", temp_dir.c_str(), 1);
   if (world_from_scenarios) {
     ::setenv(kWorldFromScenariosVariable, "1", 1);
   } else {
@@ -91,17 +92,21 @@ std::vector<std::string> without_nproc(const std::vector<std::string>& argv) {
 
 ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc,
                             bool world_from_scenarios) {
+  install_stop_handlers();
   const int port = free_loopback_port();
-  struct sigaction sa{};
-  sa.sa_handler = on_stop_signal;
-  ::sigaction(SIGINT, &sa, nullptr);
-  ::sigaction(SIGTERM, &sa, nullptr);
+  // The ranks' TMPDIR, removed when the launcher returns: a rank killed before it could clean up
+  // leaves nothing behind.
+  const TempDir temp_dir("harness-ranks-");
 
   std::vector<pid_t> pids;
   std::vector<std::optional<int>> status(static_cast<size_t>(nproc));
-  for (int r = 0; r < nproc; ++r) pids.push_back(spawn_rank(argv, r, nproc, port, world_from_scenarios));
+  for (int r = 0; r < nproc; ++r) {
+    pids.push_back(spawn_rank(argv, r, nproc, port, world_from_scenarios, temp_dir.path()));
+  }
 
   std::optional<int> failed_rank;
+  std::optional<int> stopped_rank;  // a rank stopped by a signal (SIGSTOP, SIGTSTP): it hangs
+  int stopped_by = 0;
   bool stopped_others = false;
   std::string failure;
   size_t running = pids.size();
@@ -109,10 +114,17 @@ ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc,
   const auto grace = std::chrono::seconds(5);
   while (running > 0) {
     int st = 0;
-    const pid_t pid = ::waitpid(-1, &st, WNOHANG);
+    const pid_t pid = ::waitpid(-1, &st, WNOHANG | WUNTRACED);
     if (pid > 0) {
       for (size_t r = 0; r < pids.size(); ++r) {
         if (pids[r] != pid || status[r]) continue;
+        if (WIFSTOPPED(st)) {
+          if (!stopped_rank) {
+            stopped_rank = static_cast<int>(r);
+            stopped_by = WSTOPSIG(st);
+          }
+          continue;
+        }
         status[r] = st;
         --running;
         const bool ok = WIFEXITED(st) && (WEXITSTATUS(st) == 0 || (r == 0 && WEXITSTATUS(st) == 1));
@@ -123,12 +135,12 @@ ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc,
       }
       continue;
     }
-    const int sig = g_stop_signal.load();
+    const int sig = stop_signal();
     if ((failed_rank || sig) && !stopping_since) {
-      if (sig && !failed_rank) failure = std::string("interrupted by ") + ::strsignal(sig);
       for (size_t r = 0; r < pids.size(); ++r) {
         if (!status[r]) {
           ::kill(pids[r], SIGTERM);
+          ::kill(pids[r], SIGCONT);  // a stopped rank cannot act on SIGTERM until it continues
           stopped_others = true;
         }
       }
@@ -142,16 +154,18 @@ ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc,
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 
+  if (const int sig = stop_signal()) throw Interrupted{sig};  // the ranks were stopped and reaped
   if (failed_rank) {
-    std::cerr << "bench: rank " << *failed_rank << " of " << nproc << " " << failure
+    std::cerr << "bench: ";
+    if (stopped_rank && *stopped_rank != *failed_rank) {
+      std::cerr << "rank " << *stopped_rank << " of " << nproc << " was stopped by "
+                << signal_name(stopped_by) << " and stopped answering; then ";
+    }
+    std::cerr << "rank " << *failed_rank << " of " << nproc << " " << failure
               << (stopped_others ? "; the other ranks were stopped" : "") << "\n";
     const int code = WIFEXITED(*status[*failed_rank]) ? WEXITSTATUS(*status[*failed_rank]) : 3;
     return code == static_cast<int>(ExitCode::BadInput) ? ExitCode::BadInput
                                                         : ExitCode::ScenarioFailed;
-  }
-  if (g_stop_signal.load()) {
-    std::cerr << "bench: " << failure << "; the ranks were stopped\n";
-    return ExitCode::ScenarioFailed;
   }
   return static_cast<ExitCode>(WEXITSTATUS(*status[0]));
 }

@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include <ctime>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -14,40 +13,21 @@
 #include "bench/gbench_context.h"
 #include "bench/git_info.h"
 #include "bench/launcher.h"
-#include "harness/report/rank_merge.h"
-#include "harness/runtime/dist/communicator.h"
-#include "harness/runtime/dist/rank_env.h"
+#include "bench/temp_dir.h"
+#include "harness/interrupt.h"
 #include "harness/report/gate.h"
 #include "harness/report/gbench_json.h"
 #include "harness/report/json_report.h"
 #include "harness/report/pattern.h"
+#include "harness/report/rank_merge.h"
 #include "harness/report/reporter.h"
+#include "harness/runtime/dist/communicator.h"
+#include "harness/runtime/dist/rank_env.h"
 #include "harness/variant_runner.h"
 
 namespace harness {
 namespace {
 
-namespace fs = std::filesystem;
-
-// A private temporary directory, removed with everything in it.
-class ScratchDir {
- public:
-  ScratchDir() {
-    std::string pattern = (fs::temp_directory_path() / "harness-XXXXXX").string();
-    if (::mkdtemp(pattern.data()) == nullptr) throw InputError("cannot create a temporary directory");
-    path_ = pattern;
-  }
-  ~ScratchDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  ScratchDir(const ScratchDir&) = delete;
-  ScratchDir& operator=(const ScratchDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 // Connects a TraceRecorder to the phases and the instrument for its lifetime.
 class TraceAttachment {
@@ -313,7 +293,7 @@ ExitCode run_bench(const BenchOptions& o) {
     attached.emplace(trace.emplace(), *instrument);
     if (rank_env) trace->set_process(rank_env->rank, "rank " + std::to_string(rank_env->rank));
   }
-  ScratchDir scratch;
+  const TempDir scratch("harness-");
   std::string shared_dir = scratch.path();
   if (comm) {
     if (comm->rank() == 0) comm->store_set("shared_dir", shared_dir);
@@ -336,6 +316,7 @@ ExitCode run_bench(const BenchOptions& o) {
   size_t gather_index = 0;
   bool handed_trace = false;
   for (size_t i : order) {
+    throw_if_stopped();
     auto& [info, scenario] = chosen[i];
     const bool solo = solo_below && scenario->default_world_size() == 1;
     if (solo && !leader) {
@@ -374,6 +355,7 @@ ExitCode run_bench(const BenchOptions& o) {
     reporters.on_scenario_done(result);
     results[i] = std::move(result);
   }
+  throw_if_stopped();  // a stop during the last step: no report (nothing half-meant either)
   // The report lists the scenarios in the order they were asked for.
   for (auto& r : results) {
     if (r) report.scenarios.push_back(std::move(*r));

@@ -55,3 +55,18 @@ if(HARNESS_HAVE_CUDA)
 endif()
 
 message(STATUS "harness: NVTX=${HARNESS_HAVE_NVTX} CUPTI=${HARNESS_HAVE_CUPTI} CUDA=${HARNESS_HAVE_CUDA}")
+
+# Sanitizers for our own code (scripts/sanitize.sh): a comma-separated list for -fsanitize=, e.g.
+# "address,undefined". LibTorch is not instrumented; its calls go through the sanitizer runtime.
+set(HARNESS_SANITIZERS "" CACHE STRING "Build with -fsanitize=<this> (e.g. address,undefined)")
+if(HARNESS_SANITIZERS)
+  if(NOT HARNESS_SANITIZERS MATCHES "^[a-z,]+$")
+    message(FATAL_ERROR "HARNESS_SANITIZERS must be a comma-separated list such as "
+                        "address,undefined, not '${HARNESS_SANITIZERS}'")
+  endif()
+  # UBSan: every finding is fatal so that ctest sees it.
+  add_compile_options(-fsanitize=${HARNESS_SANITIZERS} -fno-sanitize-recover=all
+                      -fno-omit-frame-pointer -g1)
+  add_link_options(-fsanitize=${HARNESS_SANITIZERS})
+  message(STATUS "harness: sanitizers ${HARNESS_SANITIZERS}")
+endif()

@@ -6,6 +6,8 @@
 
 #include <time.h>
 
+#include "harness/interrupt.h"
+
 namespace harness {
 namespace {
 
@@ -93,6 +95,7 @@ StepWindow::~StepWindow() {
 }
 
 void StepWindow::on_train_step_start(runtime::Trainer&, int64_t step) {
+  throw_if_stopped();  // loops that drive a window by hand stop here too (interrupt.h)
   if (step <= after_step_) return;
   instrument_.drain();  // what came before the step is not the step's time
   counting_ = !interleave_ || window_steps_ % 2 == 0;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "harness/interrupt.h"
+
 namespace harness {
 
 VariantRunner::VariantRunner(RunContext& context, std::string scenario,
@@ -15,6 +17,7 @@ VariantRunner::VariantRunner(RunContext& context, std::string scenario,
 VariantResult VariantRunner::run(const std::string& name,
                                  const std::function<void(VariantResult&)>& body,
                                  const std::string& expected_failure) {
+  throw_if_stopped();
   VariantResult r;
   r.name = name;
   r.expected_failure = expected_failure;

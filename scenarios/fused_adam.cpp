@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "harness/instrument/phase.h"
+#include "harness/interrupt.h"
 #include "harness/measure.h"
 #include "harness/report/format.h"
 #include "harness/runtime/compare.h"
@@ -78,6 +79,7 @@ void measure_optimizer_step(RunContext& ctx, const AdamOptions& options, int64_t
   (void)ctx.instrument.take();
   std::vector<int64_t> step_ns, cpu_ns;
   for (int64_t s = 0; s < steps; ++s) {
+    throw_if_stopped();
     ctx.instrument.drain();  // timed from a drained device to a drained device (see StepWindow)
     Counting counting(ctx.instrument);
     const int64_t cpu0 = process_cpu_ns();
@@ -146,7 +148,9 @@ class FusedAdam final : public Scenario {
       if (!ctx.wants_variant(resumed_name)) continue;
       result.variants.push_back(runner.run(resumed_name, [&](VariantResult& r) {
         r.axes = {{"impl", impl.name}, {"restore", "move_all"}};
-        if (!fresh.ran) throw std::runtime_error("the fresh run it resumes from failed");
+        if (!fresh.ran) {
+          throw std::runtime_error("the fresh run it resumes from failed: " + fresh.error);
+        }
         const auto params =
             train_and_measure(ctx, preset, impl.options, runtime::RestorePolicy::MoveAll,
                               checkpoint_at_step_n(ckpt_dir, preset), std::nullopt, r);

@@ -6,13 +6,13 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "harness/errors.h"
 #include "harness/measure.h"
+#include "harness/runtime/checkpoint.h"
 #include "harness/runtime/data_parallel.h"
 #include "harness/runtime/mlp.h"
 #include "harness/runtime/sharded_strategy.h"
@@ -111,7 +111,7 @@ class MetricSync final : public Scenario {
     const int64_t k = preset.steps_before;
     // DDP ranks resume from rank 0's file: the directory is rank 0's.
     const std::string dir = ctx.shared_dir + "/metric_sync/" + variant.name();
-    std::filesystem::create_directories(dir);
+    runtime::create_checkpoint_directory(dir);
     // Run A: uninterrupted, saving every K steps, measured.
     Final uninterrupted;
     {

@@ -56,7 +56,11 @@ class ResumeAdam final : public Scenario {
 
     VariantRunner runner(ctx, result.name, variant_names(ctx.options));
     for (AdamImpl impl : kImpls) {
-      // The fresh run is the reference and writes the checkpoint: it always runs.
+      // The fresh run is the reference and writes the checkpoint: it runs whenever a variant of
+      // this implementation is wanted.
+      bool wanted = ctx.wants_variant(fresh_name(impl));
+      for (RestorePolicy p : kPolicies) wanted = wanted || ctx.wants_variant(resume_name(p, impl));
+      if (!wanted) continue;
       const std::string ckpt_dir = ctx.scratch_dir + "/resume_adam_" + to_string(impl);
       const std::string ckpt = checkpoint_at_step_n(ckpt_dir, preset);
       runtime::AdamOptions adam;
@@ -75,7 +79,9 @@ class ResumeAdam final : public Scenario {
         if (!ctx.wants_variant(name)) continue;
         result.variants.push_back(runner.run(name, [&](VariantResult& r) {
           r.axes = {{"impl", to_string(impl)}, {"restore", to_string(policy)}};
-          if (!fresh.ran) throw std::runtime_error("the fresh run it resumes from failed");
+          if (!fresh.ran) {
+            throw std::runtime_error("the fresh run it resumes from failed: " + fresh.error);
+          }
           const auto params = train_and_measure(ctx, preset, adam, policy, ckpt, std::nullopt, r);
           const auto cmp = runtime::compare_parameters(params, reference);
           r.correctness = {true, cmp.identical,

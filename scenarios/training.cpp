@@ -1,9 +1,9 @@
 #include "scenarios/training.h"
 
-#include <filesystem>
 #include <stdexcept>
 
 #include "harness/measure.h"
+#include "harness/runtime/checkpoint.h"
 #include "harness/runtime/mlp.h"
 #include "harness/runtime/trainer.h"
 
@@ -23,7 +23,7 @@ std::vector<at::Tensor> train_and_measure(RunContext& ctx, const TrainingPreset&
   trainer.add_callback(&window);
   std::optional<runtime::CheckpointCallback> checkpoint;
   if (checkpoint_dir) {
-    std::filesystem::create_directories(*checkpoint_dir);
+    runtime::create_checkpoint_directory(*checkpoint_dir);
     checkpoint.emplace(*checkpoint_dir, preset.steps_before);
     trainer.add_callback(&*checkpoint);
   }

@@ -1,12 +1,10 @@
 // Writing reports: RunReport -> JSON, and the report files themselves (atomic write, checked read).
 #include "harness/report/json_report.h"
 
-#include <unistd.h>
 
 #include <cerrno>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -116,11 +114,6 @@ ReportJson scenario_json(const ScenarioResult& s, MeasurementWriter& writer) {
   return out;
 }
 
-[[noreturn]] void fail_write(const std::string& path, const std::string& tmp, int error) {
-  std::remove(tmp.c_str());
-  throw InputError("cannot write '" + path + "': " + std::strerror(error));
-}
-
 }  // namespace
 
 ReportJson to_json(const RunReport& report) {
@@ -163,16 +156,6 @@ void check_writable_destination(const std::string& path, const std::string& flag
     throw InputError(flag + " " + path + ": directory " + parent.string() +
                      " does not exist");
   }
-}
-
-void write_file_atomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  std::FILE* file = std::fopen(tmp.c_str(), "wb");
-  if (file == nullptr) fail_write(path, tmp, errno);
-  const bool written = std::fwrite(contents.data(), 1, contents.size(), file) == contents.size();
-  const int write_error = errno;
-  if (std::fclose(file) != 0 || !written) fail_write(path, tmp, written ? errno : write_error);
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) fail_write(path, tmp, errno);
 }
 
 }  // namespace harness

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "harness/report/atomic_write.h"
 #include "harness/report/result.h"
 
 namespace harness {
@@ -44,9 +45,6 @@ void write_report_file(const std::string& path, const RunReport& report);
 // or in a directory that does not exist. Checked before a run, so that nothing runs in vain.
 void check_writable_destination(const std::string& path, const std::string& flag);
 
-// Writes `contents` to `path + ".tmp.<pid>"` in the same directory, then renames it over `path`, so
-// a reader never sees a half-written file. On failure it removes the temporary file and throws
-// InputError naming the path and the reason.
-void write_file_atomically(const std::string& path, const std::string& contents);
+
 
 }  // namespace harness

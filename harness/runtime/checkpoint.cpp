@@ -4,11 +4,14 @@
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <stdexcept>
 #include <iterator>
 #include <unistd.h>
 
 #include "harness/errors.h"
+#include "harness/report/atomic_write.h"
 
 namespace harness::runtime {
 namespace {
@@ -112,20 +115,13 @@ void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
   root.insert("metrics", metrics);
 
   const std::vector<char> bytes = torch::jit::pickle_save(root);
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::remove(tmp.c_str());
-      throw InputError("cannot write checkpoint '" + path + "'");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw InputError("cannot move checkpoint into place at '" + path + "'");
-  }
+  write_file_atomically(path, std::string_view(bytes.data(), bytes.size()), "checkpoint");
+}
+
+void create_checkpoint_directory(const std::string& path) {
+  std::error_code ec;
+  std::filesystem::create_directories(path, ec);
+  if (ec) throw std::runtime_error("cannot create the checkpoint directory " + path + ": " + ec.message());
 }
 
 Checkpoint load_checkpoint(const std::string& path) {

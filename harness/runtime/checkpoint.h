@@ -29,6 +29,9 @@ struct Checkpoint {
 
 // Writes `checkpoint` to `path` (tensors are copied to the host first, as torch.save does).
 void save_checkpoint(const Checkpoint& checkpoint, const std::string& path);
+// Creates the directory checkpoints go to (and its parents), or throws std::runtime_error naming it
+// and the reason (the scratch directory removed mid-run, a file in the way).
+void create_checkpoint_directory(const std::string& path);
 // Reads a checkpoint; every tensor is on the CPU (map_location="cpu").
 Checkpoint load_checkpoint(const std::string& path);
 

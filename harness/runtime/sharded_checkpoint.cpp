@@ -104,9 +104,7 @@ void ShardedStrategy::save_checkpoint_to(const std::string& path, TrainModule& m
     if (comm_.rank() == 0) save_checkpoint(ckpt, path);
     return;
   }
-  std::error_code ec;
-  fs::create_directories(path, ec);
-  if (ec) throw InputError("cannot create the checkpoint directory " + path + ": " + ec.message());
+  create_checkpoint_directory(path);
   save_checkpoint(ckpt, rank_file(path, comm_.rank()));
 }
 

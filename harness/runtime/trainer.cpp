@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/autograd.h>
 
 #include "harness/instrument/phase.h"
+#include "harness/interrupt.h"
 #include "harness/runtime/dist/communicator.h"
 
 namespace harness::runtime {
@@ -60,6 +61,7 @@ void Trainer::fit(TrainModule& module, const std::optional<std::string>& ckpt_pa
 }
 
 void Trainer::train_step(TrainModule& module) {
+  throw_if_stopped();  // SIGINT / SIGTERM: stop between steps (interrupt.h)
   const int64_t step = global_step_ + 1;
   for (TrainerCallback* cb : callbacks_) cb->on_train_step_start(*this, step);
   {

@@ -14,7 +14,7 @@ import unittest
 BENCH = os.environ["BENCH"]
 SOURCE_DIR = os.environ["SOURCE_DIR"]
 GATE = os.path.join(SOURCE_DIR, "reports", "gates", "zero_broadcast.json")
-RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT")
+RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def clean_env(**extra):

@@ -152,6 +152,14 @@ std::unique_ptr<Communicator> connect(const RankEnv& env, const DeviceSelection&
     try {
       store = c10::make_intrusive<c10d::TCPStore>(env.master_addr, o);
     } catch (const std::exception& e) {
+      const std::string why = e.what();
+      if (o.isServer && (why.find("EADDRINUSE") != std::string::npos ||
+                         why.find("address already in use") != std::string::npos)) {
+        throw InputError("MASTER_PORT " + std::to_string(env.master_port) +
+                         " is already in use on this host (rank 0 serves the rendezvous store "
+                         "there): another job or an earlier run holds it; choose a free port "
+                         "(torchrun --master-port)");
+      }
       throw std::runtime_error("rank " + std::to_string(env.rank) + ": rendezvous at " +
                                env.master_addr + ":" + std::to_string(env.master_port) +
                                " failed: " + first_line_of(e.what()));

@@ -40,12 +40,29 @@ int required_int(const char* name, int min, int max) {
 
 std::optional<RankEnv> rank_env_from_environment() {
   const auto world = env("WORLD_SIZE");
-  if (!world) return std::nullopt;
+  if (!world) {
+    // A half-set torchrun environment is a mistake, not a run without ranks.
+    for (const char* name : {"RANK", "LOCAL_RANK", "LOCAL_WORLD_SIZE"}) {
+      if (const auto v = env(name)) {
+        throw InputError(std::string(name) + "=" + *v +
+                         " is set but WORLD_SIZE is not: set RANK, WORLD_SIZE, MASTER_ADDR and "
+                         "MASTER_PORT together (torchrun does), or none of them");
+      }
+    }
+    return std::nullopt;
+  }
   RankEnv e;
   e.world_size = parse_int("WORLD_SIZE", *world, 1, 4096);
   e.rank = required_int("RANK", 0, e.world_size - 1);
   const auto local = env("LOCAL_RANK");
   e.local_rank = local ? parse_int("LOCAL_RANK", *local, 0, 4095) : e.rank;
+  if (const auto local_world = env("LOCAL_WORLD_SIZE")) {
+    const int n = parse_int("LOCAL_WORLD_SIZE", *local_world, 1, e.world_size);
+    if (e.local_rank >= n) {
+      throw InputError("LOCAL_RANK=" + std::to_string(e.local_rank) +
+                       " is not below LOCAL_WORLD_SIZE=" + std::to_string(n));
+    }
+  }
   if (const auto addr = env("MASTER_ADDR")) {
     if (addr->empty()) throw InputError("environment variable MASTER_ADDR is empty");
     e.master_addr = *addr;

@@ -1,0 +1,310 @@
+"""Injected faults on the real bench binary. Each must end in a clear message, the documented exit
+code, no hang, no process left behind and nothing half-written:
+  - SIGINT / SIGTERM, with and without ranks: exit 130 / 143, no report, no temporary files;
+  - a rank stopped with SIGSTOP: its peers time out, the launcher names it, exit 3;
+  - MASTER_PORT taken, half-set torchrun environments: exit 2;
+  - TMPDIR missing, or the scratch directory removed mid-run;
+  - a full disk or an I/O error (an LD_PRELOAD shim, tests/faults/fail_io.cpp) while writing the
+    report, the markdown, the trace, the Google Benchmark JSON and a checkpoint.
+
+Environment: BENCH (the bench binary), FAIL_IO (the shim), SOURCE_DIR (the repository root).
+"""
+import errno
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+BENCH = os.environ["BENCH"]
+FAIL_IO = os.environ["FAIL_IO"]
+RANK_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def clean_env(tmpdir, **extra):
+    env = {k: v for k, v in os.environ.items() if k not in RANK_ENV}
+    env["TMPDIR"] = tmpdir
+    env.update(extra)
+    return env
+
+
+def children_of(pid):
+    out = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def alive(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def rank_of(pid):
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for item in f.read().split(b"\0"):
+                if item.startswith(b"RANK="):
+                    return int(item[5:])
+    except OSError:
+        pass
+    return None
+
+
+class Run:
+    """bench started in the background, stderr to a file, in a private TMPDIR and output folder."""
+
+    def __init__(self, test, *args, env_extra=None, new_session=False):
+        self.tmp = tempfile.mkdtemp(prefix="faults-")
+        self.tmpdir = os.path.join(self.tmp, "tmpdir")  # bench's TMPDIR: must end empty
+        self.outdir = os.path.join(self.tmp, "out")
+        os.mkdir(self.tmpdir)
+        os.mkdir(self.outdir)
+        test.addCleanup(shutil.rmtree, self.tmp, True)
+        self.err_path = os.path.join(self.tmp, "stderr")
+        self.err_file = open(self.err_path, "w")
+        test.addCleanup(self.err_file.close)
+        self.outputs = ["--out", self.out("report.json"), "--markdown", self.out("summary.md"),
+                        "--trace", self.out("trace.json"), "--gbench-out", self.out("gbench.json")]
+        self.proc = subprocess.Popen([BENCH, *args, *self.outputs], stdout=subprocess.DEVNULL,
+                                     stderr=self.err_file, stdin=subprocess.DEVNULL,
+                                     env=clean_env(self.tmpdir, **(env_extra or {})),
+                                     start_new_session=new_session)
+        test.addCleanup(self.kill)
+
+    def out(self, name):
+        return os.path.join(self.outdir, name)
+
+    def stderr(self):
+        with open(self.err_path) as f:
+            return f.read()
+
+    def wait_for(self, text, timeout=120):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if text in self.stderr():
+                return
+            if self.proc.poll() is not None:
+                raise AssertionError(f"bench ended ({self.proc.returncode}) before '{text}':\n"
+                                     + self.stderr())
+            time.sleep(0.05)
+        raise AssertionError(f"no '{text}' within {timeout} s:\n" + self.stderr())
+
+    def wait(self, timeout=120):
+        return self.proc.wait(timeout=timeout)
+
+    def kill(self):  # a test that failed midway: nothing may outlive it
+        if self.proc.poll() is None:
+            for pid in children_of(self.proc.pid):
+                os.kill(pid, signal.SIGKILL)
+            self.proc.kill()
+            self.proc.wait()
+
+
+class Leftovers:
+    def assert_nothing_left(self, run, pids=()):
+        self.assertEqual(os.listdir(run.outdir), [], "outputs were written: " + run.stderr())
+        self.assertEqual(os.listdir(run.tmpdir), [], "temporary files were left behind")
+        for pid in pids:
+            self.assertFalse(alive(pid), f"process {pid} outlived the run")
+
+
+class Interrupts(unittest.TestCase, Leftovers):
+    def interrupt_single_process(self, sig):
+        run = Run(self, "--scenario", "resume_adam", "--device", "sim", "--steps", "100000")
+        run.wait_for("[resume_adam 1/")
+        time.sleep(0.5)
+        sent = time.time()
+        run.proc.send_signal(sig)
+        self.assertEqual(run.wait(), 128 + sig, run.stderr())
+        self.assertLess(time.time() - sent, 10, "the stop took too long")
+        self.assertIn("interrupted by " + signal.Signals(sig).name, run.stderr())
+        self.assertIn("stopped without writing a report", run.stderr())
+        self.assert_nothing_left(run)
+
+    def test_sigint_single_process_exits_130(self):
+        self.interrupt_single_process(signal.SIGINT)
+
+    def test_sigterm_single_process_exits_143(self):
+        self.interrupt_single_process(signal.SIGTERM)
+
+    def start_ranks(self, new_session=False):
+        run = Run(self, "--scenario", "zero_broadcast", "--device", "sim", "--nproc", "2",
+                  "--steps", "100000", "--timeout", "30", new_session=new_session)
+        run.wait_for("[zero_broadcast 1/")
+        ranks = children_of(run.proc.pid)
+        self.assertEqual(len(ranks), 2, run.stderr())
+        time.sleep(0.5)
+        return run, ranks
+
+    def interrupt_ranks(self, sig):
+        run, ranks = self.start_ranks()
+        run.proc.send_signal(sig)
+        self.assertEqual(run.wait(), 128 + sig, run.stderr())
+        self.assertIn("bench: interrupted by " + signal.Signals(sig).name, run.stderr())
+        self.assert_nothing_left(run, ranks)
+
+    def test_sigint_with_ranks_exits_130(self):
+        self.interrupt_ranks(signal.SIGINT)
+
+    def test_sigterm_with_ranks_exits_143(self):
+        self.interrupt_ranks(signal.SIGTERM)
+
+    def test_ctrl_c_to_the_process_group(self):
+        # A terminal's Ctrl-C reaches the launcher and every rank at once.
+        run, ranks = self.start_ranks(new_session=True)
+        os.killpg(run.proc.pid, signal.SIGINT)
+        self.assertEqual(run.wait(), 130, run.stderr())
+        self.assert_nothing_left(run, ranks)
+
+    def test_stopped_rank_is_named_and_the_run_ends(self):
+        run = Run(self, "--scenario", "zero_broadcast", "--device", "sim", "--nproc", "2",
+                  "--steps", "100000", "--timeout", "3")
+        run.wait_for("[zero_broadcast 1/")
+        ranks = children_of(run.proc.pid)
+        stopped = [p for p in ranks if rank_of(p) == 1]
+        self.assertEqual(len(stopped), 1, ranks)
+        time.sleep(0.5)
+        os.kill(stopped[0], signal.SIGSTOP)
+        sent = time.time()
+        self.assertEqual(run.wait(timeout=120), 3, run.stderr())
+        # The peers give up after --timeout (a collective, then the store): well under a minute.
+        self.assertLess(time.time() - sent, 60)
+        self.assertIn("rank 1 of 2 was stopped by SIGSTOP", run.stderr())
+        self.assertIn("the other ranks were stopped", run.stderr())
+        self.assert_nothing_left(run, ranks)
+
+
+class Environment(unittest.TestCase):
+    def bench(self, *args, tmpdir=None, **env):
+        tmp = tempfile.mkdtemp(prefix="faults-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        return subprocess.run([BENCH, *args], capture_output=True, text=True, timeout=120,
+                              stdin=subprocess.DEVNULL, env=clean_env(tmpdir or tmp, **env))
+
+    def test_master_port_taken_is_bad_input(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+            port = s.getsockname()[1]
+            r = self.bench("--scenario", "zero_broadcast", "--device", "sim", "--timeout", "5",
+                           RANK="0", WORLD_SIZE="2", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1",
+                           MASTER_PORT=str(port))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(f"MASTER_PORT {port} is already in use", r.stderr)
+        self.assertNotIn("frame #", r.stderr)
+
+    def test_half_set_rank_environment_is_bad_input(self):
+        for env, message in [({"RANK": "1"}, "RANK=1 is set but WORLD_SIZE is not"),
+                             ({"LOCAL_RANK": "0"}, "LOCAL_RANK=0 is set but WORLD_SIZE is not"),
+                             ({"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1",
+                               "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": "127.0.0.1",
+                               "MASTER_PORT": "29500"},
+                              "LOCAL_RANK=1 is not below LOCAL_WORLD_SIZE=1"),
+                             ({"RANK": "0", "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "3",
+                               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"},
+                              "LOCAL_WORLD_SIZE='3' is not an integer in [1, 2]")]:
+            with self.subTest(env=env):
+                r = self.bench("--scenario", "resume_adam", "--device", "sim", **env)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(message, r.stderr)
+
+    def test_tmpdir_missing_or_not_a_directory(self):
+        tmp = tempfile.mkdtemp(prefix="faults-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        a_file = os.path.join(tmp, "file")
+        open(a_file, "w").close()
+        for tmpdir, reason in [(os.path.join(tmp, "missing"), "No such file or directory"),
+                               (a_file, "Not a directory")]:
+            for scenario in ("resume_adam", "zero_broadcast"):  # the scratch and the ranks' dir
+                with self.subTest(tmpdir=tmpdir, scenario=scenario):
+                    r = self.bench("--scenario", scenario, "--device", "sim", "--steps", "1",
+                                   tmpdir=tmpdir)
+                    self.assertEqual(r.returncode, 2, r.stderr)
+                    self.assertIn(f"cannot create a temporary directory in {tmpdir}", r.stderr)
+                    self.assertIn(reason, r.stderr)
+
+
+class ScratchRemoved(unittest.TestCase, Leftovers):
+    def test_scratch_directory_removed_mid_run(self):
+        run = Run(self, "--scenario", "resume_adam", "--device", "sim", "--steps", "50",
+                  "--variant", "resume_*/foreach")
+        # As soon as the scratch directory exists, it is removed and a file takes its name, so that
+        # the run cannot simply create it again: every checkpoint save then fails.
+        replaced = []
+        deadline = time.time() + 60
+
+        def replace_scratch():
+            while not replaced and time.time() < deadline and run.proc.poll() is None:
+                for name in os.listdir(run.tmpdir):
+                    path = os.path.join(run.tmpdir, name)
+                    shutil.rmtree(path, ignore_errors=True)
+                    open(path, "w").close()
+                    replaced.append(name)
+                time.sleep(0.002)
+
+        remover = threading.Thread(target=replace_scratch)
+        remover.start()
+        code = run.wait()
+        remover.join()
+        self.assertTrue(replaced, "the scratch directory never appeared: " + run.stderr())
+        self.assertEqual(code, 3, run.stderr())
+        # Whether the file came before the checkpoint directory was made or after, the save fails.
+        self.assertRegex(run.stderr(), "resume_move_all/foreach FAILED: the fresh run it resumes "
+                         "from failed: cannot (create the checkpoint directory|write checkpoint)")
+        self.assertIn("Not a directory", run.stderr())
+        self.assertEqual(os.listdir(run.tmpdir), [], "the scratch path was not cleaned up")
+
+
+class DiskFaults(unittest.TestCase, Leftovers):
+    """The shim fails one call on one output; bench says which file and why and writes nothing
+    half-done (the outputs before it are whole; the failing one and its .tmp are absent)."""
+
+    def run_with_fault(self, path_part, call, err):
+        run = Run(self, "--scenario", "resume_adam", "--device", "sim", "--steps", "2",
+                  "--variant", "fresh/foreach", "--variant", "resume_move_all/foreach",
+                  env_extra={"LD_PRELOAD": FAIL_IO, "HARNESS_FAIL_PATH": path_part,
+                             "HARNESS_FAIL_CALL": call, "HARNESS_FAIL_ERRNO": str(err)})
+        code = run.wait()
+        return run, code
+
+    def test_every_output_on_full_disk_and_io_error(self):
+        outputs = {"report.json": "--out", "summary.md": "--markdown", "trace.json": "--trace",
+                   "gbench.json": "--gbench-out"}
+        for name in outputs:
+            for call, err in [("fopen", errno.ENOSPC), ("fwrite", errno.ENOSPC),
+                              ("fsync", errno.EIO), ("fclose", errno.EIO), ("rename", errno.EIO)]:
+                with self.subTest(output=name, call=call):
+                    run, code = self.run_with_fault(name, call, err)
+                    err_text = run.stderr()
+                    self.assertIn(f"fail_io: {call}", err_text, "the shim did not fire")
+                    self.assertEqual(code, 2, err_text)
+                    self.assertIn(f"cannot write '{run.out(name)}': {os.strerror(err)}", err_text)
+                    left = os.listdir(run.outdir)
+                    self.assertNotIn(name, left)
+                    self.assertEqual([f for f in left if ".tmp" in f], [])
+                    self.assertEqual(os.listdir(run.tmpdir), [])
+
+    def test_checkpoint_on_full_disk_fails_the_variant(self):
+        for call, err in [("fwrite", errno.ENOSPC), ("fsync", errno.EIO), ("rename", errno.EIO)]:
+            with self.subTest(call=call):
+                run, code = self.run_with_fault("/resume_adam_", call, err)
+                err_text = run.stderr()
+                self.assertIn(f"fail_io: {call}", err_text, "the shim did not fire")
+                self.assertEqual(code, 3, err_text)
+                self.assertIn(f"fresh/foreach FAILED: cannot write checkpoint", err_text)
+                self.assertIn("/resume_adam_foreach/step=2.ckpt': " + os.strerror(err), err_text)
+                self.assertIn("resume_move_all/foreach: the fresh run it resumes from failed: "
+                              "cannot write checkpoint", err_text)
+                # The run went on and reported: the failed variant is in the report.
+                self.assertTrue(os.path.exists(run.out("report.json")))
+                self.assertEqual(os.listdir(run.tmpdir), [])
+
+
+if __name__ == "__main__":
+    unittest.main()
