@@ -148,10 +148,7 @@ ScenarioResult gather_rank_results(runtime::Communicator& comm, const RunReport&
   std::vector<ScenarioResult> per_rank = {mine};
   for (int r = 1; r < comm.world_size(); ++r) {
     const std::string source = "rank " + std::to_string(r) + "'s result";
-    RunReport theirs = report_from_json(ReportJson::parse(comm.store_get(key + std::to_string(r))),
-                                        source);
-    if (theirs.scenarios.size() != 1) throw std::runtime_error(source + " holds no scenario");
-    per_rank.push_back(std::move(theirs.scenarios.front()));
+    per_rank.push_back(parse_rank_result(comm.store_get(key + std::to_string(r)), source));
   }
   return merge_rank_results(per_rank);
 }

@@ -10,7 +10,8 @@
 #              use: Google Benchmark's compare.py (libbenchmark-tools) and the scipy it imports.
 #              HARNESS_CACHE (default /var/cache/harness), LIBTORCH_ROOT (your own LibTorch),
 #              BUILD_DIR (default build), BUILD_TYPE (default Release),
-#              HARNESS_CMAKE_ARGS (extra configure arguments, e.g. -DHARNESS_WITH_CUDA=ON).
+#              HARNESS_CMAKE_ARGS (extra configure arguments, e.g. -DHARNESS_WITH_CUDA=ON),
+#              HARNESS_SKIP_BUILD=1 (configure only).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -126,4 +127,5 @@ if [ ! -f "$build_dir/build.ninja" ]; then
     -DLIBTORCH_ROOT="$libtorch" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache ${HARNESS_CMAKE_ARGS:-} >/dev/null ||
     die "cmake configure failed"
 fi
+[ "${HARNESS_SKIP_BUILD:-0}" = 1 ] && exit 0  # configure only (scripts/fuzz.sh builds its targets)
 cmake --build "$build_dir" -- -j"$(nproc)" >&2 || die "build failed"

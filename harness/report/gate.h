@@ -55,6 +55,8 @@ struct GateFile {
 
 // Throws InputError when the file cannot be read, is not JSON or is not a valid gate.
 GateFile parse_gate_file(const std::string& path);
+// The same on a file's contents; `source` names it in messages.
+GateFile parse_gate_text(const std::string& text, const std::string& source);
 GateFile parse_gate_json(const nlohmann::json& json, const std::string& source);
 
 // Metric names that are not measurements; only "equals" rules use them.

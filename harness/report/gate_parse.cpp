@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <set>
 
 #include "harness/errors.h"
@@ -259,16 +260,22 @@ GateFile parse_gate_json(const json& j, const std::string& source) {
   return out;
 }
 
+GateFile parse_gate_text(const std::string& text, const std::string& source) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {  // parse errors, and numbers out of range (1e400)
+    throw InputError("gate file '" + source + "' is not valid JSON: " + e.what());
+  }
+  return parse_gate_json(j, source);
+}
+
 GateFile parse_gate_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot read gate file '" + path + "': " + std::strerror(errno));
-  json j;
-  try {
-    j = json::parse(in);
-  } catch (const json::exception& e) {  // parse errors, and numbers out of range (1e400)
-    throw InputError("gate file '" + path + "' is not valid JSON: " + e.what());
-  }
-  return parse_gate_json(j, path);
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw InputError("cannot read gate file '" + path + "': read error");
+  return parse_gate_text(text, path);
 }
 
 }  // namespace harness

@@ -127,19 +127,23 @@ ReportJson to_json(const RunReport& report) {
   return out;
 }
 
+RunReport parse_report_text(const std::string& text, const std::string& source) {
+  ReportJson json;
+  try {
+    json = ReportJson::parse(text);
+  } catch (const ReportJson::exception& e) {  // parse errors, and numbers out of range
+    throw InputError("report '" + source + "' is not valid JSON: " + e.what());
+  }
+  return report_from_json(json, source);
+}
+
 RunReport read_report_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot read report '" + path + "': " + std::strerror(errno));
   std::stringstream text;
   text << in.rdbuf();
   if (in.bad()) throw InputError("cannot read report '" + path + "': read error");
-  ReportJson json;
-  try {
-    json = ReportJson::parse(text.str());
-  } catch (const ReportJson::exception& e) {  // parse errors, and numbers out of range
-    throw InputError("report '" + path + "' is not valid JSON: " + e.what());
-  }
-  return report_from_json(json, path);
+  return parse_report_text(text.str(), path);
 }
 
 void write_report_file(const std::string& path, const RunReport& report) {

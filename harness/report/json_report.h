@@ -37,6 +37,8 @@ RunReport report_from_json(const ReportJson& json, const std::string& source_nam
 // Reads and parses a report file. Throws InputError when it cannot be read, is not JSON (the
 // message carries the parser's position) or is not a valid report.
 RunReport read_report_file(const std::string& path);
+// The same on a report's text (a file's contents, a rank's result); `source` names it in messages.
+RunReport parse_report_text(const std::string& text, const std::string& source);
 
 // Writes the report as indented JSON, atomically (see write_file_atomically).
 void write_report_file(const std::string& path, const RunReport& report);

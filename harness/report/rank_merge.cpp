@@ -1,5 +1,8 @@
 #include "harness/report/rank_merge.h"
 
+#include "harness/errors.h"
+#include "harness/report/json_report.h"
+
 #include <algorithm>
 #include <map>
 #include <stdexcept>
@@ -126,6 +129,15 @@ ScenarioResult merge_rank_results(const std::vector<ScenarioResult>& per_rank) {
     }
   }
   return merged;
+}
+
+ScenarioResult parse_rank_result(const std::string& text, const std::string& source) {
+  RunReport report = parse_report_text(text, source);
+  if (report.scenarios.size() != 1) {
+    throw InputError(source + " holds " + std::to_string(report.scenarios.size()) +
+                     " scenarios, not one");
+  }
+  return std::move(report.scenarios.front());
 }
 
 }  // namespace harness

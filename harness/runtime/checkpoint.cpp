@@ -3,7 +3,9 @@
 #include <ATen/core/Dict.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
@@ -46,6 +48,29 @@ c10::IValue optimizer_to_ivalue(const OptimizerStateDict& sd) {
   throw InputError("checkpoint '" + path + "' is corrupt or not a harness checkpoint: " + what);
 }
 
+// A tensor read from a file, checked before anything reads its data: dense, with a view that lies
+// inside its storage (a crafted file can pair any sizes and strides with any storage).
+at::Tensor checked_tensor(const c10::IValue& v, const std::string& path, const char* where) {
+  const at::Tensor t = v.toTensor();
+  if (!t.defined() || t.layout() != at::kStrided || !t.has_storage()) {
+    corrupt(path, std::string("a tensor in ") + where + " is not a dense tensor");
+  }
+  int64_t last = t.storage_offset();  // the furthest element the view reaches
+  if (last < 0) corrupt(path, std::string("a tensor in ") + where + " has a negative offset");
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) == 0) return t;  // empty: reads nothing
+    if (t.stride(d) < 0 || t.stride(d) > (int64_t{1} << 40) || t.size(d) > (int64_t{1} << 40)) {
+      corrupt(path, std::string("a tensor in ") + where + " has an impossible size or stride");
+    }
+    last += (t.size(d) - 1) * t.stride(d);
+  }
+  const auto item = static_cast<int64_t>(t.element_size());
+  if ((last + 1) * item > static_cast<int64_t>(t.storage().nbytes())) {
+    corrupt(path, std::string("a tensor in ") + where + " reaches past its storage");
+  }
+  return t;
+}
+
 c10::IValue get(const Dict& d, const char* key, const std::string& path) {
   auto it = d.find(key);
   if (it == d.end()) corrupt(path, std::string("missing key '") + key + "'");
@@ -67,7 +92,7 @@ OptimizerStateDict optimizer_from_ivalue(const c10::IValue& v, const std::string
       if (!kv.key().isString() || !kv.value().isTensor()) {
         corrupt(path, "optimizer state of a parameter must map names to tensors");
       }
-      per_param[kv.key().toStringRef()] = kv.value().toTensor();
+      per_param[kv.key().toStringRef()] = checked_tensor(kv.value(), path, "optimizer state");
     }
   }
   c10::IValue groups = get(d, "param_groups", path);
@@ -126,8 +151,13 @@ void create_checkpoint_directory(const std::string& path) {
 
 Checkpoint load_checkpoint(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot read checkpoint '" + path + "'");
+  if (!in) throw InputError("cannot read checkpoint '" + path + "': " + std::strerror(errno));
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) throw InputError("cannot read checkpoint '" + path + "': read error");
+  return checkpoint_from_bytes(bytes, path);
+}
+
+Checkpoint checkpoint_from_bytes(const std::vector<char>& bytes, const std::string& path) {
   const c10::IValue root = unpickle_or_corrupt(bytes, path);
   if (!root.isGenericDict()) corrupt(path, "top level is not a dict");
   const Dict d = root.toGenericDict();
@@ -145,7 +175,8 @@ Checkpoint load_checkpoint(const std::string& path) {
     if (!kv.key().isString() || !kv.value().isTensor()) {
       corrupt(path, "'state_dict' must map names to tensors");
     }
-    ckpt.model.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
+    ckpt.model.emplace_back(kv.key().toStringRef(),
+                            checked_tensor(kv.value(), path, "'state_dict'"));
   }
   c10::IValue optimizers = get(d, "optimizer_states", path);
   if (!optimizers.isList() || optimizers.toListRef().size() != 1) {
@@ -159,7 +190,8 @@ Checkpoint load_checkpoint(const std::string& path) {
       if (!kv.key().isString() || !kv.value().isTensor()) {
         corrupt(path, "'metrics' must map names to tensors");
       }
-      ckpt.metrics.emplace_back(kv.key().toStringRef(), kv.value().toTensor());
+      ckpt.metrics.emplace_back(kv.key().toStringRef(),
+                                checked_tensor(kv.value(), path, "'metrics'"));
     }
   }
   return ckpt;

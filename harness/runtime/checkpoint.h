@@ -34,6 +34,10 @@ void save_checkpoint(const Checkpoint& checkpoint, const std::string& path);
 void create_checkpoint_directory(const std::string& path);
 // Reads a checkpoint; every tensor is on the CPU (map_location="cpu").
 Checkpoint load_checkpoint(const std::string& path);
+// The same on a checkpoint's bytes; `source` names them in messages. Every failure -- bytes that
+// are not a pickle, a pickle of something else, a tensor whose view does not fit its storage -- is
+// an InputError naming the source and what is wrong.
+Checkpoint checkpoint_from_bytes(const std::vector<char>& bytes, const std::string& source);
 
 // An optimizer state_dict as bytes, the way torch.save writes one: each tensor is copied to the
 // host (a blocking copy for a device tensor) and its device is recorded beside it.
