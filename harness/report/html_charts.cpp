@@ -93,6 +93,24 @@ void value_axis(svg::Document& doc, const svg::Scale& scale, const std::vector<d
   doc.text((scale(scale.lo()) + scale(scale.hi())) / 2, y + 31, label, text_style(kFont, "middle"));
 }
 
+// A row's note, cut with "…" to fit `width` (the whole note is its tooltip).
+void row_note(svg::Document& doc, double x, double y, double width, const std::string& note) {
+  std::string shown = note;
+  if (svg::text_width(note, kSmallFont) > width) {
+    const auto fits = static_cast<size_t>(std::max(0.0, width / (kSmallFont * 0.6) - 1));
+    size_t bytes = 0, points = 0;
+    while (bytes < note.size() && points < fits) {  // whole UTF-8 sequences only
+      ++bytes;
+      while (bytes < note.size() && (static_cast<unsigned char>(note[bytes]) & 0xC0) == 0x80)
+        ++bytes;
+      ++points;
+    }
+    shown = note.substr(0, bytes) + "…";
+  }
+  doc.text(x, y, shown,
+           with(text_style(kSmallFont, "start", "#b00020"), {{"font-style", "italic"}}), note);
+}
+
 std::string mix(double t) {  // from #eef3f9 (0) to #1f4e8c (1)
   const int from[3] = {0xee, 0xf3, 0xf9};
   const int to[3] = {0x1f, 0x4e, 0x8c};
@@ -155,8 +173,7 @@ std::string stacked_bar_chart(const BarChart& chart, double width) {
     const double top = tops[i];
     row_labels(doc, row, columns, top, kRowHeight);
     if (!row.note.empty()) {
-      doc.text(x0 + 4, top + kRowHeight / 2 + 4, row.note,
-               with(text_style(kSmallFont, "start", "#b00020"), {{"font-style", "italic"}}));
+      row_note(doc, x0 + 4, top + kRowHeight / 2 + 4, width - x0 - 8, row.note);
       continue;
     }
     doc.open_group(row.faded ? svg::Attributes{{"opacity", "0.5"}} : svg::Attributes{});
@@ -299,8 +316,7 @@ std::string strip_chart(const StripChart& chart, double width) {
     const double mid = tops[i] + kStripRow / 2;
     row_labels(doc, row, columns, tops[i], kStripRow);
     if (!row.note.empty()) {
-      doc.text(x0 + 4, mid + 4, row.note,
-               with(text_style(kSmallFont, "start", "#b00020"), {{"font-style", "italic"}}));
+      row_note(doc, x0 + 4, mid + 4, width - x0 - 8, row.note);
       continue;
     }
     if (row.min && row.max) {
@@ -330,12 +346,18 @@ std::string heatmap(const Heatmap& chart, double width) {
   const Columns columns = row_columns(chart.rows);
   const double x0 = columns.side + 8;
   const double n = static_cast<double>(std::max<size_t>(1, chart.columns.size()));
-  const double cell = (width - x0 - 4) / n;
+  double cell = (width - x0 - 4) / n;
   double header_width = 0;
   for (const std::string& c : chart.columns)
     header_width = std::max(header_width, svg::text_width(c, kSmallFont));
+  // Headers too wide for their cells are turned 35 degrees (cos 0.82, sin 0.57); the last one
+  // must still end inside the chart.
   const bool rotate = header_width > cell - 6;
-  const double header = rotate ? header_width * 0.6 + 16 : 22;
+  if (rotate) {
+    const double last = svg::text_width(chart.columns.back(), kSmallFont) * 0.82;
+    cell = std::min(cell, (width - x0 - 4 - last) / (n - 0.5));
+  }
+  const double header = rotate ? header_width * 0.57 + 16 : 22;
   constexpr double kCellRow = 22;
   double bottom = 0;
   const std::vector<double> tops = row_tops(chart.rows, header + 4, kCellRow, bottom);

@@ -4,6 +4,7 @@
 #include "harness/report/html_scenario.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -98,20 +99,34 @@ svg::Attributes mark_data(const std::string& scenario, const RowSource& row,
 
 struct CountMetric {
   const char* key;
-  const char* caption;
+  const char* caption;        // of the per-step chart
+  const char* apart_caption;  // of the chart of phases counted apart from the steps
   const char* noun;
   std::vector<std::string> names;
 };
 
 const std::vector<CountMetric>& count_metrics() {
   static const std::vector<CountMetric> metrics = {
-      {"launches", "Launches per step", "launches", {"launch.count"}},
+      {"launches",
+       "Launches per step",
+       "Launches apart from the steps",
+       "launches",
+       {"launch.count"}},
       {"copies",
        "Copies per step (H2D + D2H + D2D)",
+       "Copies apart from the steps (H2D + D2H + D2D)",
        "copies",
        {"h2d.count", "d2h.count", "d2d.count"}},
-      {"syncs", "Host-device syncs per step", "syncs", {"sync.count"}},
-      {"collectives", "Collectives per step", "collectives", {"collective.count"}},
+      {"syncs",
+       "Host-device syncs per step",
+       "Host-device syncs apart from the steps",
+       "syncs",
+       {"sync.count"}},
+      {"collectives",
+       "Collectives per step",
+       "Collectives apart from the steps",
+       "collectives",
+       {"collective.count"}},
   };
   return metrics;
 }
@@ -134,28 +149,40 @@ std::optional<double> sum_of(const VariantResult& v, const std::string& prefix,
   return sum;
 }
 
-// "H2D 0, D2H 100, D2D 0" for a sum of several counts.
+// "H2D 0, D2H 100, D2D 0": the counts a sum of several adds up; "" for a single count.
 std::string parts(const VariantResult& v, const std::string& prefix,
                   const std::vector<std::string>& names) {
   if (names.size() < 2) return "";
   std::string out;
   for (const std::string& n : names) {
     std::string kind = n.substr(0, n.find('.'));
-    std::transform(kind.begin(), kind.end(), kind.begin(), ::toupper);
+    for (char& c : kind) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     const std::optional<double> value = value_of(v, prefix + n);
     out += (out.empty() ? "" : ", ") + kind + " " + (value ? format_number(*value) : "-");
   }
-  return " (" + out + ")";
+  return out;
 }
 
-// Phases with a count in some charted variant, in the report's (alphabetical) order.
-std::vector<std::string> counted_phases(const std::vector<RowSource>& rows) {
+// Whether a phase's counts belong to the measured steps. A phase of the steps has its host time
+// per measured step (phase[<p>].time.*); one counted apart from them (a set-up, an evaluation
+// pass: scenarios' count_apart) has none, and its counts are not in total or per_step. Reports
+// without phase times (before they existed) have every phase in the steps.
+bool in_steps(const VariantResult& v, const std::string& phase) {
+  const bool timed = std::any_of(v.phases.begin(), v.phases.end(), [&](const auto& p) {
+    return value_of(v, "phase[" + p.first + "].time.median").has_value();
+  });
+  return !timed || value_of(v, "phase[" + phase + "].time.median").has_value();
+}
+
+// Phases with a count in some charted variant, in the steps or apart from them, sorted.
+std::vector<std::string> counted_phases(const std::vector<RowSource>& rows, bool apart) {
   std::vector<std::string> phases;
   for (const RowSource& r : rows) {
     if (!r.result || !r.result->ran) continue;
     for (const auto& [phase, values] : r.result->phases) {
+      if (in_steps(*r.result, phase) == apart) continue;
       for (const CountMetric& m : count_metrics()) {
-        const std::optional<double> v = phase_per_step(*r.result, phase, m.names);
+        const std::optional<double> v = sum_of(*r.result, "phase[" + phase + "].", m.names);
         if (v && *v > 0 && std::find(phases.begin(), phases.end(), phase) == phases.end()) {
           phases.push_back(phase);
         }
@@ -166,12 +193,21 @@ std::vector<std::string> counted_phases(const std::vector<RowSource>& rows) {
   return phases;
 }
 
+// Each phase's colour, the same in every chart of the scenario.
+using PhaseColors = std::map<std::string, std::string>;
+
+// `apart`: the phases counted apart from the steps, each bar their window counts; else the
+// phases of the steps, per step, each bar ending at the report's per-step value.
 BarChart count_chart(const std::string& scenario, const CountMetric& metric,
-                     const std::vector<RowSource>& rows, const std::vector<std::string>& phases) {
+                     const std::vector<RowSource>& rows, const std::vector<std::string>& phases,
+                     const PhaseColors& colors, bool apart) {
   BarChart chart;
-  chart.label = std::string(metric.caption) + " in " + scenario + ", by phase";
-  chart.axis_label = std::string(metric.noun) + " per step";
-  chart.data = {{"data-chart", "counts"}, {"data-scenario", scenario}, {"data-metric", metric.key}};
+  chart.label =
+      std::string(apart ? metric.apart_caption : metric.caption) + " in " + scenario + ", by phase";
+  chart.axis_label = std::string(metric.noun) + (apart ? " in the measured window" : " per step");
+  chart.data = {{"data-chart", apart ? "counts_apart" : "counts"},
+                {"data-scenario", scenario},
+                {"data-metric", metric.key}};
   for (const RowSource& row : rows) {
     BarRow bar{row.label,
                row.shown_side ? row.side : "",
@@ -188,26 +224,48 @@ BarChart count_chart(const std::string& scenario, const CountMetric& metric,
       chart.rows.push_back(std::move(bar));
       continue;
     }
-    bar.total = total;
-    bar.total_mark = {who(row) + ": " + format_number(*total) + " " + metric.noun + " per step" +
-                          parts(*v, "per_step.", metric.names),
-                      mark_data(scenario, row, paths("per_step.", metric.names), *total)};
-    for (size_t i = 0; i < phases.size(); ++i) {
-      const std::string prefix = "phase[" + phases[i] + "].";
-      const std::optional<double> per_step = phase_per_step(*v, phases[i], metric.names);
+    if (!apart) {
+      const std::string split = parts(*v, "per_step.", metric.names);
+      bar.total = total;
+      bar.total_mark = {who(row) + ": " + format_number(*total) + " " + metric.noun + " per step" +
+                            (split.empty() ? "" : " (" + split + ")"),
+                        mark_data(scenario, row, paths("per_step.", metric.names), *total)};
+    }
+    double apart_sum = 0;
+    for (const std::string& phase : phases) {
+      const std::string prefix = "phase[" + phase + "].";
       const std::optional<double> window = sum_of(*v, prefix, metric.names);
-      if (!per_step || !window || *per_step <= 0) continue;
-      const std::optional<double> time = value_of(*v, prefix + "time.median");
-      Mark mark{who(row) + ", " + phases[i] + ": " + format_number(*per_step) + " " + metric.noun +
+      if (!window || *window <= 0 || in_steps(*v, phase) == apart) continue;
+      const std::string in_window = parts(*v, prefix, metric.names);
+      Mark mark;
+      double value = *window;
+      if (apart) {
+        mark = {who(row) + ", " + phase + ": " + format_number(*window) + " " + metric.noun +
+                    " in the measured window, apart from the steps" +
+                    (in_window.empty() ? "" : " (" + in_window + ")"),
+                mark_data(scenario, row, paths(prefix, metric.names), *window)};
+        apart_sum += *window;
+      } else {
+        const std::optional<double> per_step = phase_per_step(*v, phase, metric.names);
+        if (!per_step) continue;  // no measured step
+        value = *per_step;
+        const std::optional<double> time = value_of(*v, prefix + "time.median");
+        mark = {who(row) + ", " + phase + ": " + format_number(value) + " " + metric.noun +
                     " per step (" + format_number(*window) + " in " +
-                    std::to_string(v->measured_steps) + " steps)" +
-                    parts(*v, prefix, metric.names) +
+                    std::to_string(v->measured_steps) + " steps" +
+                    (in_window.empty() ? "" : ": " + in_window) + ")" +
                     (time ? "; phase time, median: " + format_duration_ns(*time) : ""),
-                mark_data(scenario, row, paths(prefix, metric.names), *per_step)};
-      mark.data.emplace_back("data-phase", phases[i]);
-      mark.data.emplace_back("data-window", exact(*window));
-      mark.data.emplace_back("data-steps", std::to_string(v->measured_steps));
-      bar.segments.push_back({*per_step, category_color(i), std::move(mark)});
+                mark_data(scenario, row, paths(prefix, metric.names), value)};
+        mark.data.emplace_back("data-window", exact(*window));
+        mark.data.emplace_back("data-steps", std::to_string(v->measured_steps));
+      }
+      mark.data.emplace_back("data-phase", phase);
+      bar.segments.push_back({value, colors.at(phase), std::move(mark)});
+    }
+    if (apart) {  // the sum of the segments: the report has no total of these phases
+      bar.total = apart_sum;
+      bar.total_mark.title = who(row) + ": " + format_number(apart_sum) + " " + metric.noun +
+                             " in the phases counted apart";
     }
     chart.rows.push_back(std::move(bar));
   }
@@ -218,37 +276,70 @@ std::string figure(const std::string& caption, const std::string& svg_text) {
   return "<figure><figcaption>" + escape(caption) + "</figcaption>\n" + svg_text + "</figure>\n";
 }
 
+std::string legend(const std::vector<std::string>& phases, const PhaseColors& colors) {
+  std::string out = "<div class=\"legend\">";
+  for (const std::string& phase : phases) {
+    out += "<span data-legend=\"" + escape(phase) +
+           "\"><span class=\"swatch\" style=\"background:" + colors.at(phase) + "\"></span>" +
+           escape(phase) + "</span>";
+  }
+  if (phases.empty()) out += "<span>no launches, copies, syncs or collectives in any phase</span>";
+  return out + "</div>\n";
+}
+
+std::string count_charts(const std::string& scenario, const std::vector<RowSource>& rows,
+                         const std::vector<std::string>& phases, const PhaseColors& colors,
+                         bool paired, bool apart) {
+  std::string out = "<div class=\"grid\">\n";
+  for (const CountMetric& m : count_metrics()) {
+    const BarChart chart = count_chart(scenario, m, rows, phases, colors, apart);
+    // A chart of zeros (besides variants that failed) says less than a line does.
+    const bool zeros =
+        std::all_of(
+            chart.rows.begin(), chart.rows.end(),
+            [](const BarRow& r) { return r.total ? *r.total == 0 : r.note != kNotMeasured; }) &&
+        std::any_of(chart.rows.begin(), chart.rows.end(), [](const BarRow& r) { return r.total; });
+    const bool drawn = std::any_of(chart.rows.begin(), chart.rows.end(),
+                                   [](const BarRow& r) { return !r.segments.empty(); });
+    if (apart && !drawn) continue;  // none of these phases has such counts
+    if (!zeros) {
+      out += figure(apart ? m.apart_caption : m.caption, stacked_bar_chart(chart, kHalfWidth));
+    } else if (!apart) {
+      out += "<figure data-chart=\"counts\" data-metric=\"" + std::string(m.key) +
+             "\" data-all-zero=\"true\"><figcaption>" + escape(m.caption) +
+             "</figcaption>\n<p class=\"note\">0 " + m.noun + " per step in every variant" +
+             (paired ? " of both runs" : "") + ".</p></figure>\n";
+    }
+  }
+  return out + "</div>\n";
+}
+
 std::string counts_block(const std::string& scenario, const std::vector<RowSource>& rows,
                          bool paired) {
-  const std::vector<std::string> phases = counted_phases(rows);
+  const std::vector<std::string> steps = counted_phases(rows, false);
+  const std::vector<std::string> apart = counted_phases(rows, true);
+  std::vector<std::string> all = steps;
+  all.insert(all.end(), apart.begin(), apart.end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  PhaseColors colors;
+  for (size_t i = 0; i < all.size(); ++i) colors[all[i]] = category_color(i);
+
   std::string out = "<h3>Counts per step, by phase</h3>\n<p class=\"note\">One bar per variant" +
                     std::string(paired ? " and side (base lighter, above head)" : "") +
                     ": what a measured step costs, stacked by the innermost phase each event "
                     "happened in (hover a segment for its exact value and the phase's time). "
-                    "Shorter is better.</p>\n<div class=\"legend\">";
-  for (size_t i = 0; i < phases.size(); ++i) {
-    out += "<span data-legend=\"" + escape(phases[i]) +
-           "\"><span class=\"swatch\" style=\"background:" + category_color(i) + "\"></span>" +
-           escape(phases[i]) + "</span>";
+                    "Shorter is better.</p>\n" +
+                    legend(steps, colors) +
+                    count_charts(scenario, rows, steps, colors, paired, false);
+  if (!apart.empty()) {
+    out +=
+        "<h3>Counted apart from the steps, by phase</h3>\n<p class=\"note\">What the "
+        "scenario measured besides its steps (set-ups, evaluation passes): each phase's counts "
+        "in the measured window, not per step; they are not in the per-step bars above.</p>\n" +
+        legend(apart, colors) + count_charts(scenario, rows, apart, colors, paired, true);
   }
-  if (phases.empty()) out += "<span>no launches, copies, syncs or collectives in any phase</span>";
-  out += "</div>\n<div class=\"grid\">\n";
-  for (const CountMetric& m : count_metrics()) {
-    const BarChart chart = count_chart(scenario, m, rows, phases);
-    // A chart of zeros (besides variants that failed) says less than a line does.
-    const bool zeros = std::any_of(chart.rows.begin(), chart.rows.end(),
-                                   [](const BarRow& r) { return r.total; }) &&
-                       std::all_of(chart.rows.begin(), chart.rows.end(), [](const BarRow& r) {
-                         return r.total ? *r.total == 0 : r.note != kNotMeasured;
-                       });
-    out += zeros
-               ? "<figure data-chart=\"counts\" data-metric=\"" + std::string(m.key) +
-                     "\" data-all-zero=\"true\"><figcaption>" + escape(m.caption) +
-                     "</figcaption>\n<p class=\"note\">0 " + m.noun + " per step in every variant" +
-                     (paired ? " of both runs" : "") + ".</p></figure>\n"
-               : figure(m.caption, stacked_bar_chart(chart, kHalfWidth));
-  }
-  return out + "</div>\n";
+  return out;
 }
 
 // --- scaling -------------------------------------------------------------------------------------
@@ -471,12 +562,27 @@ std::string memory_block(const std::string& scenario, const std::vector<RowSourc
 // --- tables
 // ----------------------------------------------------------------------------------------
 
+// 'r' for the columns whose cells are all numbers (as the console aligns them), else 'l'.
+std::string numeric_columns(const ResultTable& t) {
+  std::string alignment;
+  for (size_t c = 0; c < t.columns.size(); ++c) {
+    const bool numeric = !t.rows.empty() && std::all_of(t.rows.begin(), t.rows.end(), [&](auto& r) {
+      char* end = nullptr;
+      if (c >= r.size() || r[c].empty()) return false;
+      std::strtod(r[c].c_str(), &end);
+      return *end == '\0';
+    });
+    alignment += numeric ? 'r' : 'l';
+  }
+  return alignment;
+}
+
 std::string tables_block(const ScenarioResult& s) {
   std::vector<std::vector<std::string>> rows;
   for (const VariantResult& v : s.variants) rows.push_back(variant_summary_cells(v));
   std::string out = html_table(variant_summary_header(), rows, variant_summary_alignment());
   for (const ResultTable& t : s.tables) {
-    out += "<h4>" + escape(t.title) + "</h4>\n" + html_table(t.columns, t.rows);
+    out += "<h4>" + escape(t.title) + "</h4>\n" + html_table(t.columns, t.rows, numeric_columns(t));
   }
   std::vector<std::vector<std::string>> sites;
   for (const VariantResult& v : s.variants) {

@@ -265,6 +265,33 @@ TEST(HtmlReport, CountChartsHaveEveryVariantWithTheReportsValues) {
   EXPECT_TRUE(marks(elements, {{"data-variant", "resume_rebuild/foreach"}}).empty());
 }
 
+TEST(HtmlReport, PhasesCountedApartFromTheStepsAreNotPerStep) {
+  RunReport report = sample_report();
+  for (VariantResult& v : report.scenarios[0].variants) {
+    if (!v.ran) continue;
+    for (const char* phase : {"optimizer.step", "train.forward"}) {
+      v.phases[phase].push_back({"time.median", 1000.0, "ns", ""});
+    }
+    v.phases["setup.fit"] = {{"launch.count", 10.0, "count", ""}, {"sync.count", 3.0, "count", ""}};
+  }
+  const std::vector<Element> elements = parse_page(render(report));
+  EXPECT_EQ(marks(elements, {{"data-chart", "counts_apart"}}).size(), 2u);  // launches, syncs
+  for (const VariantResult& v : report.scenarios[0].variants) {
+    if (!v.ran) continue;
+    const auto setup = marks(
+        elements, {{"data-variant", v.name}, {"data-metric", "phase[setup.fit].launch.count"}});
+    ASSERT_EQ(setup.size(), 1u) << v.name;
+    EXPECT_EQ(setup[0].attrs.at("data-value"), "10");  // the window's count, not per step
+    EXPECT_EQ(setup[0].attrs.count("data-steps"), 0u);
+    const auto step = marks(elements, {{"data-variant", v.name},
+                                       {"data-metric", "phase[optimizer.step].launch.count"}});
+    ASSERT_EQ(step.size(), 1u);
+    EXPECT_EQ(step[0].attrs.at("data-value"),
+              svg::exact(value_of(v, "phase[optimizer.step].launch.count") / v.measured_steps));
+  }
+  EXPECT_EQ(marks(elements, {{"data-legend", "setup.fit"}}).size(), 1u);
+}
+
 TEST(HtmlReport, AChartOfZerosIsALine) {
   RunReport report = sample_report();
   for (VariantResult& v : report.scenarios[0].variants) {
