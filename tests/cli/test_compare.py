@@ -164,7 +164,7 @@ class Compare(unittest.TestCase):
             (["compare", self.base, malformed], "is not valid JSON"),
             (["compare", self.base, self.path("future.json")], "schema version 2.0.0"),
             (["compare", self.base, self.path("bad_sample.json")], "expected a time in ns"),
-            (["compare", self.base, self.base, "--format", "html"], "--format"),
+            (["compare", self.base, self.base, "--format", "pdf"], "--format"),
             (["compare", self.base, self.base, "--out", self.tmp.name], "is a directory"),
             (["compare", self.base, self.base, "--gate", malformed], "gate file"),
             (["compare", self.base], "head"),
