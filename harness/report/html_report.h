@@ -2,7 +2,8 @@
 // The HTML report: one self-contained page (inline CSS and SVG, no script, nothing fetched), for
 // people and as a CI artifact. Top down: provenance and warnings (as the markdown summary), the
 // gates' outcomes (failing rules first), then per scenario
-//   - the variants' launches, copies, syncs and collectives per step, stacked by phase;
+//   - the variants' launches, copies, syncs and collectives per step, stacked by phase (phases
+//     counted apart from the steps, which have no per-step time, in charts of their own);
 //   - for variants with "impl" and "tensors" axes (fused_adam's scale/...), launches and step time
 //     against the number of tensors, log-log, one line per implementation;
 //   - every measured step's time per variant (strip plot, with the median and min..max);
@@ -10,7 +11,8 @@
 //   - the variants' table, the scenario's own tables and its sync sites.
 // Every number drawn is a report value (or a phase's window count over its measured steps, as
 // bench --phases prints it); marks carry it in their <title> and in data attributes (data-scenario,
-// data-variant, data-side, data-metric: report metric paths, data-value), so tests can find them.
+// data-variant, data-side ("head", or "base"), data-metric: report metric paths joined by '+' for a
+// sum, data-value), so tests can find them.
 // Given a base report, base and head are side by side in every chart (bench --baseline, bench
 // compare --format html). The page adds no report fields: it only reads a RunReport.
 #include <string>
