@@ -30,6 +30,10 @@ void define_flags(CLI::App& app, BenchOptions& o) {
       ->check(CLI::Range(1, 1000000));
   app.add_option("-o,--out", o.json_out, "Write the JSON report (schema v1) to this file");
   app.add_option("--markdown", o.markdown_out, "Write a markdown summary to this file");
+  app.add_option("--html", o.html_out,
+                 "Write a self-contained HTML page (charts of counts by phase, scaling, step "
+                 "times, memory; gate outcomes; with --baseline, base and head side by side) to "
+                 "this file");
   app.add_option("--trace", o.trace_out,
                  "Write a Chrome/Perfetto trace (phases, variants, device events) to this file");
   app.add_option("--gbench-out", o.gbench_out,
@@ -39,7 +43,9 @@ void define_flags(CLI::App& app, BenchOptions& o) {
                "In --gbench-out, one entry per measured step plus mean/median/stddev aggregates "
                "(for compare.py's U test)");
   app.add_option("-g,--gate", o.gates, "Evaluate this gate file; exit 1 if a rule fails (repeatable)");
-  app.add_option("--baseline", o.baseline, "Baseline report for the gates' baseline rules");
+  app.add_option("--baseline", o.baseline,
+                 "Baseline report for the gates' baseline rules (and --html's side-by-side "
+                 "charts)");
   app.add_flag("--strict", o.strict,
                "A statistical time rule that cannot decide (too few samples) fails its gate");
   app.add_option("--nproc", o.nproc,
@@ -69,10 +75,15 @@ CLI::App* define_compare(CLI::App& app, CompareOptions& o) {
       "input.");
   compare->add_option("base", o.base, "The base report (e.g. from the target branch)")->required();
   compare->add_option("head", o.head, "The head report (e.g. from the pull request)")->required();
-  compare->add_option("-f,--format", o.format, "text, markdown (for $GITHUB_STEP_SUMMARY) or json")
-      ->check(CLI::IsMember({"text", "markdown", "json"}))
+  compare->add_option("-f,--format", o.format,
+                      "text, markdown (for $GITHUB_STEP_SUMMARY), json or html (the --html page, "
+                      "base and head side by side)")
+      ->check(CLI::IsMember({"text", "markdown", "json", "html"}))
       ->capture_default_str();
   compare->add_option("-o,--out", o.out, "Write to this file (atomically) instead of stdout");
+  compare->add_option("--html", o.html,
+                      "Also write the HTML page (base and head side by side in every chart, what "
+                      "changed, the gates) to this file");
   compare->add_option("-g,--gate", o.gates,
                       "Evaluate this gate file on the pair: head is the run, base the baseline "
                       "(repeatable)");
@@ -106,6 +117,7 @@ int bench_main(int argc, char** argv) {
                "failed, 130 / 143 stopped by SIGINT / SIGTERM (no report written)."};
   app.footer(
       "Examples:\n  bench --scenario resume_adam --device sim --gate reports/gates/resume_adam.json\n"
+      "  bench --scenario fused_adam --device sim --html fused_adam.html\n"
       "  bench compare base.json head.json --format markdown >> \"$GITHUB_STEP_SUMMARY\"");
   define_flags(app, options);
   CompareOptions compare_options;

@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "harness/report/gate.h"
+#include "harness/report/html_report.h"
 #include "harness/report/json_report.h"
 #include "harness/report/run_compare.h"
 
@@ -15,14 +16,27 @@ ExitCode run_compare(const CompareOptions& o) {
   std::vector<GateFile> gates;
   for (const std::string& path : o.gates) gates.push_back(parse_gate_file(path));
   check_writable_destination(o.out, "--out");
+  check_writable_destination(o.html, "--html");
 
   RunComparison comparison = compare_reports(base, head, o.time, o.phase_times);
   comparison.base_source = o.base;
   comparison.head_source = o.head;
   for (const GateFile& gate : gates) comparison.gates.push_back(evaluate_gate(gate, head, &base));
 
+  HtmlPage page;  // base and head side by side
+  page.head = &head;
+  page.base = &base;
+  page.head_source = o.head;
+  page.base_source = o.base;
+  page.gates = comparison.gates;
+  page.strict = o.strict;
+  page.comparison = &comparison;
+  if (!o.html.empty()) write_file_atomically(o.html, render_html(page));
+
   std::string text;
-  if (o.format == "markdown") {
+  if (o.format == "html") {
+    text = render_html(page);
+  } else if (o.format == "markdown") {
     text = comparison_markdown(comparison, o.strict);
   } else if (o.format == "json") {
     text = comparison_json(comparison, o.strict).dump(2) + "\n";

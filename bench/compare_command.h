@@ -1,5 +1,5 @@
 #pragma once
-// bench compare BASE.json HEAD.json: what changed between two runs, as text, markdown or JSON,
+// bench compare BASE.json HEAD.json: what changed between two runs, as text, markdown, JSON or HTML,
 // with gates evaluated on the pair (head as the run, base as the baseline). See run_compare.h.
 #include <string>
 #include <vector>
@@ -12,8 +12,9 @@ namespace harness {
 struct CompareOptions {
   std::string base;
   std::string head;
-  std::string format = "text";  // text, markdown, json
+  std::string format = "text";  // text, markdown, json, html
   std::string out;              // empty: stdout
+  std::string html;             // --html: the HTML page too, to this file
   std::vector<std::string> gates;
   bool strict = false;  // inconclusive rows and rules fail
   bool all = false;     // text: every row, not only the changed ones

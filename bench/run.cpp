@@ -17,6 +17,7 @@
 #include "harness/interrupt.h"
 #include "harness/report/gate.h"
 #include "harness/report/gbench_json.h"
+#include "harness/report/html_report.h"
 #include "harness/report/json_report.h"
 #include "harness/report/pattern.h"
 #include "harness/report/rank_merge.h"
@@ -240,6 +241,7 @@ ExitCode run_bench(const BenchOptions& o) {
   if (!o.baseline.empty()) baseline = read_report_file(o.baseline);
   check_writable_destination(o.json_out, "--out");
   check_writable_destination(o.markdown_out, "--markdown");
+  check_writable_destination(o.html_out, "--html");
   check_writable_destination(o.trace_out, "--trace");
   check_writable_destination(o.gbench_out, "--gbench-out");
   if (o.gbench_repetitions && o.gbench_out.empty()) {
@@ -374,10 +376,21 @@ ExitCode run_bench(const BenchOptions& o) {
   }
 
   bool gates_passed = true;
+  std::vector<GateOutcome> outcomes;
   for (const GateFile& gate : gates) {
-    const GateOutcome outcome = evaluate_gate(gate, report, baseline ? &*baseline : nullptr);
-    std::cout << format_gate_outcome(outcome, o.strict);
-    gates_passed = gates_passed && outcome.passed(o.strict);
+    outcomes.push_back(evaluate_gate(gate, report, baseline ? &*baseline : nullptr));
+    std::cout << format_gate_outcome(outcomes.back(), o.strict);
+    gates_passed = gates_passed && outcomes.back().passed(o.strict);
+  }
+  if (!o.html_out.empty()) {  // after the gates, whose outcomes it shows
+    HtmlPage page;
+    page.head = &report;
+    page.base = baseline ? &*baseline : nullptr;
+    page.head_source = o.json_out.empty() ? "this run" : o.json_out;
+    page.base_source = o.baseline;
+    page.gates = std::move(outcomes);
+    page.strict = o.strict;
+    write_file_atomically(o.html_out, render_html(page));
   }
 
   std::vector<std::string> failed;

@@ -15,6 +15,7 @@ struct BenchOptions {
   RunOptions run;
   std::string json_out;      // --out
   std::string markdown_out;  // --markdown
+  std::string html_out;      // --html: the self-contained HTML page (with --baseline: side by side)
   std::string trace_out;     // --trace
   std::string gbench_out;    // --gbench-out: Google Benchmark JSON
   bool gbench_repetitions = false;  // --gbench-repetitions: one entry per step

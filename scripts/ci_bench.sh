@@ -4,9 +4,10 @@
 #
 #   scripts/ci_bench.sh OUT_DIR [BASE_REPORT]
 #
-# Writes OUT_DIR/report.json (the artifact the next run compares with), report.md, gbench.json
-# (Google Benchmark format, for github-action-benchmark or Bencher) and, with BASE_REPORT,
-# compare.md, which it also appends to $GITHUB_STEP_SUMMARY when that is set.
+# Writes OUT_DIR/report.json (the artifact the next run compares with), report.md, report.html
+# (the charts, one self-contained page), gbench.json (Google Benchmark format, for
+# github-action-benchmark or Bencher) and, with BASE_REPORT, compare.md, which it also appends to
+# $GITHUB_STEP_SUMMARY when that is set, and compare.html (base and head side by side).
 # Exit code: 0 every gate passed and nothing regressed, 1 a gate failed or something regressed,
 # 2 bad input, 3 a scenario failed -- the first failure wins.
 # Environment: BENCH (the bench binary; default: scripts/bench.sh, which sets up and builds),
@@ -41,12 +42,14 @@ done
 status=0
 "${bench[@]}" "${scenario_args[@]}" --device "${HARNESS_CI_DEVICE:-sim}" \
   --steps "${HARNESS_CI_STEPS:-20}" "${gates[@]}" \
-  --out "$out/report.json" --markdown "$out/report.md" --gbench-out "$out/gbench.json" || status=$?
+  --out "$out/report.json" --markdown "$out/report.md" --html "$out/report.html" \
+  --gbench-out "$out/gbench.json" || status=$?
 
 if [ -n "$base" ] && [ -f "$out/report.json" ]; then
   compare_status=0
   "${bench[@]}" compare "$base" "$out/report.json" --format markdown --out "$out/compare.md" \
-    --gate "$repo/reports/gates/baseline.json" --max-ratio "$max_ratio" || compare_status=$?
+    --html "$out/compare.html" --gate "$repo/reports/gates/baseline.json" \
+    --max-ratio "$max_ratio" || compare_status=$?
   if [ -n "${GITHUB_STEP_SUMMARY:-}" ] && [ -f "$out/compare.md" ]; then
     cat "$out/compare.md" >> "$GITHUB_STEP_SUMMARY"
   fi

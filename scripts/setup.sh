@@ -7,7 +7,8 @@
 #   4. CMake configure (once) and build of build/ (incremental; ccache in the machine-wide cache).
 # A second run checks markers and goes straight to the (no-op) build.
 # Environment: HARNESS_WITH_TEST_TOOLS=1 (set by scripts/test.sh) also installs what only the tests
-#              use: Google Benchmark's compare.py (libbenchmark-tools) and the scipy it imports.
+#              use: Google Benchmark's compare.py (libbenchmark-tools) and the scipy it imports,
+#              and chromium (headless, renders the HTML report in ctest browser_html).
 #              HARNESS_CACHE (default /var/cache/harness), LIBTORCH_ROOT (your own LibTorch),
 #              BUILD_DIR (default build), BUILD_TYPE (default Release),
 #              HARNESS_CMAKE_ARGS (extra configure arguments, e.g. -DHARNESS_WITH_CUDA=ON),
@@ -32,7 +33,7 @@ as_root() {
 packages=(ccache ninja-build cmake g++ libcli11-dev libgloo-dev nlohmann-json3-dev libgtest-dev libgmock-dev
           libbenchmark-dev unzip python3-pip)
 if [ "${HARNESS_WITH_TEST_TOOLS:-0}" = 1 ]; then
-  packages+=(libbenchmark-tools python3-scipy)
+  packages+=(libbenchmark-tools python3-scipy chromium)
 fi
 missing=()
 for p in "${packages[@]}"; do

@@ -232,6 +232,15 @@ std::string comparison_markdown(const RunComparison& c, bool strict, size_t max_
   return out + tail;
 }
 
+const std::vector<std::string>& comparison_columns() { return header(); }
+
+std::string comparison_alignment() { return kAlignment; }
+
+std::vector<std::string> comparison_cells(const ComparedMetric& row, const std::string& verdict,
+                                          const TimeTestOptions& options) {
+  return cells(row, verdict, options);
+}
+
 ReportJson comparison_json(const RunComparison& c, bool strict) {
   auto run = [](const Provenance& p, const std::string& source) {
     return ReportJson{{"source", source},         {"git_sha", p.git_sha},

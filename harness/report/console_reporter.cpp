@@ -90,14 +90,8 @@ std::string render_phases(const ScenarioResult& s) {
     for (const auto& [phase, values] : v.phases) {
       const Measurement* time = find_metric(v, "phase[" + phase + "].time.median");
       if (time == nullptr || !time->value) continue;
-      auto per_step = [&](std::initializer_list<const char*> names) -> std::string {
-        double sum = 0;
-        for (const char* name : names) {
-          const Measurement* m = find_metric(v, "phase[" + phase + "]." + name);
-          if (m == nullptr || !m->value) return "-";
-          sum += *m->value;
-        }
-        return format_per_step(sum / static_cast<double>(v.measured_steps));
+      auto per_step = [&](std::vector<std::string> names) {
+        return format_per_step(phase_per_step(v, phase, names));
       };
       const std::string share =
           step && step->value && *step->value > 0

@@ -107,6 +107,42 @@ std::string markdown_table_row(const std::vector<std::string>& row, size_t colum
   return out + "\n";
 }
 
+std::vector<std::pair<std::string, std::string>> provenance_fields(const Provenance& p) {
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"tool version", p.tool_version},
+      {"git", p.git_sha.empty() ? "" : p.git_sha + (p.git_dirty ? " (dirty)" : "")},
+      {"build type", p.build_type},
+      {"LibTorch", p.libtorch_version},
+      {"CUDA", p.cuda_version},
+      {"CUPTI", p.cupti_version},
+      {"device", p.device + (p.device_name.empty() ? "" : " (" + p.device_name + ")")},
+      {"instrument",
+       p.instrument + (p.instrument_status.empty() ? "" : " (" + p.instrument_status + ")")},
+      {"world size", std::to_string(p.world_size)},
+      {"host", p.hostname},
+      {"started at", p.started_at},
+  };
+  std::string argv;
+  for (const auto& a : p.argv) argv += (argv.empty() ? "" : " ") + a;
+  fields.emplace_back("command", argv);
+  fields.erase(std::remove_if(fields.begin(), fields.end(),
+                              [](const auto& field) { return field.second.empty(); }),
+               fields.end());
+  return fields;
+}
+
+std::optional<double> phase_per_step(const VariantResult& v, const std::string& phase,
+                                     const std::vector<std::string>& names) {
+  if (v.measured_steps <= 0) return std::nullopt;
+  double sum = 0;
+  for (const std::string& name : names) {
+    const std::optional<double> value = value_of(v, "phase[" + phase + "]." + name);
+    if (!value) return std::nullopt;
+    sum += *value;
+  }
+  return sum / static_cast<double>(v.measured_steps);
+}
+
 std::vector<SyncSite> top_sync_sites(const VariantResult& variant) {
   std::vector<SyncSite> sites = variant.sync_sites;
   std::stable_sort(sites.begin(), sites.end(),

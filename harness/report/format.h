@@ -3,6 +3,7 @@
 // keeps full values; these functions only round for reading.
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/report/result.h"
@@ -30,6 +31,16 @@ std::vector<std::string> variant_summary_cells(const VariantResult& variant);
 std::string markdown_cell(const std::string& text);
 std::string markdown_table_header(const std::vector<std::string>& header, const std::string& alignment);
 std::string markdown_table_row(const std::vector<std::string>& row, size_t columns);
+
+// The provenance fields reporters show, in order, as (name, value); empty values left out; the
+// command line last, as "command" (its arguments joined by spaces).
+std::vector<std::pair<std::string, std::string>> provenance_fields(const Provenance& provenance);
+
+// A phase's counts per measured step, as `bench --phases` and the HTML report show them: the sum of
+// `names` in `phase[<phase>]` (window totals, where the phase is innermost) divided by the
+// variant's measured steps. Empty when a name is missing or not measured, or no step was measured.
+std::optional<double> phase_per_step(const VariantResult& variant, const std::string& phase,
+                                     const std::vector<std::string>& names);
 
 // The sync sites reporters show per variant: the `kSyncSitesShown` most frequent ones.
 inline constexpr size_t kSyncSitesShown = 10;

@@ -1,6 +1,5 @@
 // MarkdownReporter: a summary for pull-request comments and CI job summaries.
 #include <sstream>
-#include <utility>
 
 #include "harness/report/format.h"
 #include "harness/report/json_report.h"
@@ -16,27 +15,10 @@ void write_table(std::ostringstream& out, const std::vector<std::string>& header
 }
 
 void write_provenance(std::ostringstream& out, const Provenance& p) {
-  const std::pair<const char*, std::string> fields[] = {
-      {"tool version", p.tool_version},
-      {"git", p.git_sha.empty() ? "" : p.git_sha + (p.git_dirty ? " (dirty)" : "")},
-      {"build type", p.build_type},
-      {"LibTorch", p.libtorch_version},
-      {"CUDA", p.cuda_version},
-      {"CUPTI", p.cupti_version},
-      {"device", p.device + (p.device_name.empty() ? "" : " (" + p.device_name + ")")},
-      {"instrument",
-       p.instrument + (p.instrument_status.empty() ? "" : " (" + p.instrument_status + ")")},
-      {"world size", std::to_string(p.world_size)},
-      {"host", p.hostname},
-      {"started at", p.started_at},
-  };
   std::vector<std::vector<std::string>> rows;
-  for (const auto& [name, value] : fields) {
-    if (!value.empty()) rows.push_back({name, value});
+  for (const auto& [name, value] : provenance_fields(p)) {
+    rows.push_back({name, name == "command" ? "`" + value + "`" : value});
   }
-  std::string argv;
-  for (const auto& a : p.argv) argv += (argv.empty() ? "" : " ") + a;
-  if (!argv.empty()) rows.push_back({"command", "`" + argv + "`"});
   write_table(out, {"provenance", ""}, "ll", rows);
 }
 

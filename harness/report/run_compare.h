@@ -76,4 +76,11 @@ std::string comparison_markdown(const RunComparison& comparison, bool strict,
                                 size_t max_bytes = kMarkdownLimit);
 ReportJson comparison_json(const RunComparison& comparison, bool strict);
 
+// The columns of a compared row as the text and markdown renderings show them (with their
+// TextTable alignment), and one row's cells, the first being `verdict` (the HTML report's too).
+const std::vector<std::string>& comparison_columns();
+std::string comparison_alignment();
+std::vector<std::string> comparison_cells(const ComparedMetric& row, const std::string& verdict,
+                                          const TimeTestOptions& options);
+
 }  // namespace harness

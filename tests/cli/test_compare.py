@@ -164,7 +164,7 @@ class Compare(unittest.TestCase):
             (["compare", self.base, malformed], "is not valid JSON"),
             (["compare", self.base, self.path("future.json")], "schema version 2.0.0"),
             (["compare", self.base, self.path("bad_sample.json")], "expected a time in ns"),
-            (["compare", self.base, self.base, "--format", "html"], "--format"),
+            (["compare", self.base, self.base, "--format", "pdf"], "--format"),
             (["compare", self.base, self.base, "--out", self.tmp.name], "is a directory"),
             (["compare", self.base, self.base, "--gate", malformed], "gate file"),
             (["compare", self.base], "head"),
@@ -273,7 +273,8 @@ class CiRecipe(unittest.TestCase):
             main = os.path.join(tmp, "main")
             r = run("bash", CI_SCRIPT, main, env=env)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            self.assertEqual(sorted(os.listdir(main)), ["gbench.json", "report.json", "report.md"])
+            self.assertEqual(sorted(os.listdir(main)),
+                             ["gbench.json", "report.html", "report.json", "report.md"])
             self.assertIn("gate: 14 passed, 0 failed, 0 skipped", r.stdout)
             for name in ("gbench.json", "report.json"):
                 strict_json(os.path.join(main, name))
@@ -287,6 +288,8 @@ class CiRecipe(unittest.TestCase):
                 text = f.read()
             self.assertTrue(text.startswith("## bench compare: 0 regressions"), text[:300])
             self.assertIn("### Gate `", text)
+            with open(os.path.join(pr, "compare.html")) as f:
+                self.assertIn("Benchmark comparison", f.read())
 
             # A base branch that copied less: the pull request regressed, the job fails.
             base = strict_json(os.path.join(main, "report.json"))
