@@ -114,8 +114,136 @@ OptimizerStateDict optimizer_from_ivalue(const c10::IValue& v, const std::string
   return sd;
 }
 
+// The zip layout LibTorch's reader trusts, checked first. pickle_load hands the bytes to miniz
+// through a reader that does not check its bounds, so a crafted central directory or local header
+// makes it read past the buffer (found by fuzz/checkpoint.cpp; tests/fuzz/checkpoint/regression-*).
+// Every record miniz reads must lie inside the bytes: the end-of-central-directory record, the zip64
+// locator and end record when present (LibTorch always writes them), each central directory entry,
+// and each entry's local header and data. Entries must be stored, as LibTorch writes them.
+class ZipLayout {
+ public:
+  ZipLayout(const std::vector<char>& bytes, const std::string& source)
+      : b_(bytes), source_(source) {}
+
+  void check() const {
+    const size_t n = b_.size();
+    if (n < 22) bad("too short for a zip archive");
+    // The end record: the last signature whose comment reaches exactly the end of the bytes.
+    size_t eocd = n;
+    const size_t lowest = n - 22 > 65535 ? n - 22 - 65535 : 0;
+    for (size_t at = n - 22 + 1; at-- > lowest;) {
+      if (u(at, 4) == 0x06054b50 && at + 22 + u(at + 20, 2) == n) {
+        eocd = at;
+        break;
+      }
+    }
+    if (eocd == n) bad("no end-of-central-directory record");
+    if (u(eocd + 4, 2) != 0 || u(eocd + 6, 2) != 0) bad("a multi-disk archive");
+    uint64_t entries = u(eocd + 10, 2);
+    uint64_t cd_size = u(eocd + 12, 4);
+    uint64_t cd_offset = u(eocd + 16, 4);
+    if (u(eocd + 8, 2) != entries) bad("inconsistent entry counts");
+    uint64_t cd_limit = eocd;  // the central directory ends before this
+    if (eocd >= 20 && u(eocd - 20, 4) == 0x07064b50) {  // zip64 locator, then its end record
+      const uint64_t locator = eocd - 20;
+      if (u(locator + 4, 4) != 0 || u(locator + 16, 4) != 1) bad("a multi-disk zip64 archive");
+      const uint64_t z = u(locator + 8, 8);
+      if (z > locator || locator - z < 56 || u(z, 4) != 0x06064b50) {
+        bad("the zip64 end record is missing or out of place");
+      }
+      const uint64_t record = u(z + 4, 8);
+      if (record < 44 || record > locator - z - 12) bad("the zip64 end record has a wrong size");
+      if (u(z + 16, 4) != 0 || u(z + 20, 4) != 0) bad("a multi-disk zip64 archive");
+      const uint64_t entries64 = u(z + 32, 8);
+      if (u(z + 24, 8) != entries64 || (entries != 0xFFFF && entries != entries64)) {
+        bad("inconsistent entry counts");
+      }
+      const uint64_t size64 = u(z + 40, 8);
+      const uint64_t offset64 = u(z + 48, 8);
+      if ((cd_size != 0xFFFFFFFF && cd_size != size64) ||
+          (cd_offset != 0xFFFFFFFF && cd_offset != offset64)) {
+        bad("the zip64 end record disagrees with the end record");
+      }
+      entries = entries64;
+      cd_size = size64;
+      cd_offset = offset64;
+      cd_limit = z;
+    } else if (entries == 0xFFFF || cd_size == 0xFFFFFFFF || cd_offset == 0xFFFFFFFF) {
+      bad("zip64 markers without a zip64 end record");
+    }
+    if (cd_offset > cd_limit || cd_size > cd_limit - cd_offset) {
+      bad("the central directory lies outside the archive");
+    }
+    if (entries > cd_size / 46) bad("more entries than the central directory holds");
+    uint64_t at = cd_offset;
+    const uint64_t cd_end = cd_offset + cd_size;
+    for (uint64_t i = 0; i < entries; ++i) check_entry(at, cd_offset, cd_end);
+  }
+
+ private:
+  [[noreturn]] void bad(const std::string& what) const {
+    corrupt(source_, "not a well-formed checkpoint archive (" + what + ")");
+  }
+
+  // The little-endian unsigned integer of `width` bytes at `at`, inside the bytes.
+  uint64_t u(uint64_t at, unsigned width) const {
+    if (at > b_.size() || width > b_.size() - at) bad("a record runs past the end");
+    uint64_t v = 0;
+    for (unsigned i = width; i-- > 0;) v = v << 8 | static_cast<unsigned char>(b_[at + i]);
+    return v;
+  }
+
+  // One central directory entry at `at` (advanced past it), its local header and its data.
+  void check_entry(uint64_t& at, uint64_t cd_offset, uint64_t cd_end) const {
+    if (cd_end - at < 46 || u(at, 4) != 0x02014b50) bad("a damaged central directory entry");
+    if (u(at + 10, 2) != 0) bad("a compressed entry (LibTorch stores them)");
+    if (u(at + 34, 2) != 0) bad("a multi-disk archive");
+    uint64_t compressed = u(at + 20, 4);
+    uint64_t size = u(at + 24, 4);
+    uint64_t local = u(at + 42, 4);
+    const uint64_t name = u(at + 28, 2);
+    const uint64_t extra = u(at + 30, 2);
+    const uint64_t comment = u(at + 32, 2);
+    const uint64_t length = 46 + name + extra + comment;
+    if (length > cd_end - at) bad("a central directory entry runs past the directory");
+    if (compressed == 0xFFFFFFFF || size == 0xFFFFFFFF || local == 0xFFFFFFFF) {
+      // The zip64 extra field (id 1) holds, in this order, each of them that is 0xFFFFFFFF.
+      bool found = false;
+      for (uint64_t e = at + 46 + name, end = e + extra; end - e >= 4;) {
+        const uint64_t id = u(e, 2);
+        const uint64_t len = u(e + 2, 2);
+        if (len > end - e - 4) bad("an extra field runs past its entry");
+        if (id == 1) {
+          uint64_t f = e + 4;
+          for (uint64_t* field : {&size, &compressed, &local}) {
+            if (*field != 0xFFFFFFFF) continue;
+            if (f + 8 > e + 4 + len) bad("a short zip64 extra field");
+            *field = u(f, 8);
+            f += 8;
+          }
+          found = true;
+          break;
+        }
+        e += 4 + len;
+      }
+      if (!found) bad("zip64 markers without a zip64 extra field");
+    }
+    if (compressed != size) bad("a stored entry whose sizes differ");
+    if (local > cd_offset || cd_offset - local < 30 || u(local, 4) != 0x04034b50) {
+      bad("a local header is missing or out of place");
+    }
+    const uint64_t data = local + 30 + u(local + 26, 2) + u(local + 28, 2);
+    if (data > cd_offset || compressed > cd_offset - data) bad("an entry's data lies outside it");
+    at += length;
+  }
+
+  const std::vector<char>& b_;
+  const std::string& source_;
+};
+
 // torch::jit::pickle_load, with a failure reported as a corrupt `source`.
 c10::IValue unpickle_or_corrupt(const std::vector<char>& bytes, const std::string& source) {
+  ZipLayout(bytes, source).check();
   try {
     return torch::jit::pickle_load(bytes);
   } catch (const std::exception& e) {
