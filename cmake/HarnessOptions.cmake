@@ -70,3 +70,14 @@ if(HARNESS_SANITIZERS)
   add_link_options(-fsanitize=${HARNESS_SANITIZERS})
   message(STATUS "harness: sanitizers ${HARNESS_SANITIZERS}")
 endif()
+
+# libFuzzer binaries (fuzz/, scripts/fuzz.sh): clang only. Every translation unit gets coverage
+# instrumentation so that the fuzzer sees into the parsers it calls.
+option(HARNESS_FUZZ "Build the libFuzzer binaries (needs clang; see scripts/fuzz.sh)" OFF)
+if(HARNESS_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "HARNESS_FUZZ=ON needs clang (libFuzzer): configure with "
+                        "-DCMAKE_CXX_COMPILER=clang++-14, as scripts/fuzz.sh does")
+  endif()
+  add_compile_options(-fsanitize=fuzzer-no-link)
+endif()

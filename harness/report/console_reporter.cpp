@@ -87,7 +87,8 @@ std::string render_phases(const ScenarioResult& s) {
     TextTable table({"phase", "launches", "copies", "syncs", "collectives", "median time", "share"},
                     "lrrrrrr");
     bool any = false;
-    for (const auto& [phase, values] : v.phases) {
+    for (const auto& entry : v.phases) {
+      const std::string& phase = entry.first;  // a named variable: lambdas cannot capture bindings
       const Measurement* time = find_metric(v, "phase[" + phase + "].time.median");
       if (time == nullptr || !time->value) continue;
       auto per_step = [&](std::vector<std::string> names) {

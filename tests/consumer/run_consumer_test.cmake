@@ -10,9 +10,15 @@ function(run)
   set(last_out "${out}" PARENT_SCOPE)
 endfunction()
 run(${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${prefix}")
+# A sanitized harness (scripts/sanitize.sh) needs its consumer linked with the same runtime.
+set(sanitize_args)
+if(SANITIZERS)
+  set(sanitize_args "-DCMAKE_CXX_FLAGS=-fsanitize=${SANITIZERS}"
+                    "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZERS}")
+endif()
 run(${CMAKE_COMMAND} -S "${SOURCE_DIR}" -B "${WORK_DIR}/build" -G Ninja -DCMAKE_BUILD_TYPE=Release
     "-DCMAKE_PREFIX_PATH=${prefix}" "-DLIBTORCH_ROOT=${LIBTORCH_ROOT}"
-    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache ${sanitize_args})
 run(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run("${WORK_DIR}/build/consumer_bench" --scenario consumer_item --device sim -q
     --out "${WORK_DIR}/report.json")
