@@ -50,7 +50,7 @@ for t in "${targets[@]}"; do
        -max_len="${FUZZ_MAX_LEN:-131072}" -timeout=25 -rss_limit_mb=4096 -print_final_stats=1 \
        "${parallel[@]}" -artifact_prefix="$findings/" > "$log" 2>&1; then
     echo "[fuzz] $t: nothing found. $(grep -E 'stat::number_of_executed_units|stat::new_units_added' "$log" | tr -s ' ' | tr '\n' ' ')" >&2
-    grep -E '^#[0-9]+ +(DONE|pulse|REDUCE|NEW)' "$log" | tail -1 >&2 || true
+    grep -P '^#\d+\tDONE' "$log" | tail -1 >&2 || true  # executions, coverage (cov), features (ft)
   else
     status=1
     echo "[fuzz] $t: FOUND A BUG; input(s) in $findings, log in $log:" >&2

@@ -1,8 +1,10 @@
 #include "harness/runtime/checkpoint.h"
 
 #include <ATen/core/Dict.h>
+#include <caffe2/serialize/versions.h>
 #include <torch/csrc/jit/serialization/pickle.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -177,7 +179,9 @@ class ZipLayout {
     if (entries > cd_size / 46) bad("more entries than the central directory holds");
     uint64_t at = cd_offset;
     const uint64_t cd_end = cd_offset + cd_size;
-    for (uint64_t i = 0; i < entries; ++i) check_entry(at, cd_offset, cd_end);
+    std::vector<Entry> found;
+    for (uint64_t i = 0; i < entries; ++i) found.push_back(check_entry(at, cd_offset, cd_end));
+    check_records(found);
   }
 
  private:
@@ -193,8 +197,66 @@ class ZipLayout {
     return v;
   }
 
+  struct Entry {
+    std::string name;
+    uint64_t data = 0;  // offset of its bytes
+    uint64_t size = 0;
+    uint32_t crc = 0;
+  };
+
+  // What LibTorch's reader checks after it has set miniz up, checked here first: a failure there
+  // throws from PyTorchStreamReader's constructor, whose destructor then never frees miniz's state
+  // (a leak fuzz_checkpoint found; tests/fuzz/checkpoint/regression-*). Every entry's CRC, the
+  // archive folder (the first name's part before '/'), and a version record it supports.
+  void check_records(const std::vector<Entry>& entries) const {
+    if (entries.empty()) bad("no entries");
+    for (const Entry& e : entries) {
+      if (crc32(e.data, e.size) != e.crc) bad("the CRC of '" + e.name + "' does not match");
+    }
+    const size_t slash = entries.front().name.find('/');
+    if (slash == std::string::npos) bad("its first entry is not in a folder");
+    const std::string folder = entries.front().name.substr(0, slash + 1);
+    const Entry* version = nullptr;
+    for (const Entry& e : entries) {
+      if (e.name == folder + ".data/version") version = &e;
+    }
+    for (const Entry& e : entries) {
+      if (version == nullptr && e.name == folder + "version") version = &e;
+    }
+    if (version == nullptr) bad("no version record");
+    uint64_t v = 0;
+    size_t digits = 0;
+    for (; digits < version->size && digits < 18; ++digits) {
+      const char c = b_[version->data + digits];
+      if (c < '0' || c > '9') break;
+      v = v * 10 + static_cast<uint64_t>(c - '0');
+    }
+    if (digits == 0 || v < caffe2::serialize::kMinSupportedFileFormatVersion ||
+        v > caffe2::serialize::kMaxSupportedFileFormatVersion) {
+      bad("a version LibTorch does not read");
+    }
+  }
+
+  // CRC-32 (zip's polynomial) of `size` bytes at `at`.
+  uint32_t crc32(uint64_t at, uint64_t size) const {
+    static const auto table = [] {
+      std::array<uint32_t, 256> t{};
+      for (uint32_t i = 0; i < 256; ++i) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; ++k) c = c & 1 ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+        t[i] = c;
+      }
+      return t;
+    }();
+    uint32_t c = 0xFFFFFFFFu;
+    for (uint64_t i = 0; i < size; ++i) {
+      c = table[(c ^ static_cast<unsigned char>(b_[at + i])) & 0xFF] ^ (c >> 8);
+    }
+    return c ^ 0xFFFFFFFFu;
+  }
+
   // One central directory entry at `at` (advanced past it), its local header and its data.
-  void check_entry(uint64_t& at, uint64_t cd_offset, uint64_t cd_end) const {
+  Entry check_entry(uint64_t& at, uint64_t cd_offset, uint64_t cd_end) const {
     if (cd_end - at < 46 || u(at, 4) != 0x02014b50) bad("a damaged central directory entry");
     if (u(at + 10, 2) != 0) bad("a compressed entry (LibTorch stores them)");
     if (u(at + 34, 2) != 0) bad("a multi-disk archive");
@@ -234,7 +296,13 @@ class ZipLayout {
     }
     const uint64_t data = local + 30 + u(local + 26, 2) + u(local + 28, 2);
     if (data > cd_offset || compressed > cd_offset - data) bad("an entry's data lies outside it");
+    Entry entry;
+    entry.name.assign(b_.data() + at + 46, name);
+    entry.data = data;
+    entry.size = size;
+    entry.crc = static_cast<uint32_t>(u(at + 16, 4));
     at += length;
+    return entry;
   }
 
   const std::vector<char>& b_;
