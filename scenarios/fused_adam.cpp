@@ -148,9 +148,7 @@ class FusedAdam final : public Scenario {
       if (!ctx.wants_variant(resumed_name)) continue;
       result.variants.push_back(runner.run(resumed_name, [&](VariantResult& r) {
         r.axes = {{"impl", impl.name}, {"restore", "move_all"}};
-        if (!fresh.ran) {
-          throw std::runtime_error("the fresh run it resumes from failed: " + fresh.error);
-        }
+        require_fresh_run(fresh);
         const auto params =
             train_and_measure(ctx, preset, impl.options, runtime::RestorePolicy::MoveAll,
                               checkpoint_at_step_n(ckpt_dir, preset), std::nullopt, r);

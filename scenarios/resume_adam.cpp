@@ -79,9 +79,7 @@ class ResumeAdam final : public Scenario {
         if (!ctx.wants_variant(name)) continue;
         result.variants.push_back(runner.run(name, [&](VariantResult& r) {
           r.axes = {{"impl", to_string(impl)}, {"restore", to_string(policy)}};
-          if (!fresh.ran) {
-            throw std::runtime_error("the fresh run it resumes from failed: " + fresh.error);
-          }
+          require_fresh_run(fresh);
           const auto params = train_and_measure(ctx, preset, adam, policy, ckpt, std::nullopt, r);
           const auto cmp = runtime::compare_parameters(params, reference);
           r.correctness = {true, cmp.identical,

@@ -40,4 +40,8 @@ std::string checkpoint_at_step_n(const std::string& directory, const TrainingPre
   return runtime::CheckpointCallback(directory, preset.steps_before).path_for(preset.steps_before);
 }
 
+void require_fresh_run(const VariantResult& fresh) {
+  if (!fresh.ran) throw std::runtime_error("the fresh run it resumes from failed: " + fresh.error);
+}
+
 }  // namespace harness::scenarios

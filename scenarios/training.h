@@ -27,4 +27,8 @@ std::vector<at::Tensor> train_and_measure(RunContext& ctx, const TrainingPreset&
 // The checkpoint a run saving into `directory` every N steps writes at step N.
 std::string checkpoint_at_step_n(const std::string& directory, const TrainingPreset& preset);
 
+// A resumed variant starts from its fresh run's checkpoint: throws, with the fresh run's reason,
+// when that run failed.
+void require_fresh_run(const VariantResult& fresh);
+
 }  // namespace harness::scenarios
