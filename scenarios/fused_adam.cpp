@@ -7,7 +7,9 @@
 //   fresh/<impl>, resumed_move_all/<impl>  the MLP of the preset, measured steps N+1..2N; a resumed
 //                                          run must reproduce its fresh run bitwise
 //   scale/<impl>/tensors=<n>/numel=<s>     optimizer.step alone over n tensors of s elements
-// with <impl> one of forloop, foreach, fused, capturable (foreach with capturable=True).
+// with <impl> one of forloop, foreach, fused, capturable (foreach with capturable=True); the
+// training variants also run AdamW (weight_decay 0.01) as adamw_forloop, adamw_foreach and
+// adamw_fused, the optimizers python/tests/test_fidelity.py checks against torch.optim.
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/ops/randn.h>
 
@@ -43,6 +45,21 @@ std::vector<Implementation> implementations() {
   capturable.impl = AdamImpl::Foreach;
   capturable.capturable = true;
   return {{"forloop", forloop}, {"foreach", foreach}, {"fused", fused}, {"capturable", capturable}};
+}
+
+// The training variants' optimizers: the implementations above, and AdamW.
+std::vector<Implementation> training_implementations() {
+  std::vector<Implementation> all = implementations();
+  for (const auto& [name, impl] : {std::pair{"adamw_forloop", AdamImpl::ForLoop},
+                                   std::pair{"adamw_foreach", AdamImpl::Foreach},
+                                   std::pair{"adamw_fused", AdamImpl::Fused}}) {
+    AdamOptions adamw;
+    adamw.impl = impl;
+    adamw.decoupled_weight_decay = true;
+    adamw.weight_decay = 0.01;
+    all.push_back({name, adamw});
+  }
+  return all;
 }
 
 struct ScalingAxis {
@@ -108,7 +125,7 @@ class FusedAdam final : public Scenario {
  public:
   std::vector<std::string> variant_names(const RunOptions& options) const override {
     std::vector<std::string> names;
-    for (const auto& impl : implementations()) {
+    for (const auto& impl : training_implementations()) {
       names.push_back(std::string("fresh/") + impl.name);
       names.push_back(std::string("resumed_move_all/") + impl.name);
     }
@@ -134,7 +151,7 @@ class FusedAdam final : public Scenario {
     result.config = preset.describe();
     VariantRunner runner(ctx, result.name, variant_names(ctx.options));
 
-    for (const auto& impl : implementations()) {
+    for (const auto& impl : training_implementations()) {
       const std::string fresh_name = std::string("fresh/") + impl.name;
       const std::string ckpt_dir = ctx.scratch_dir + "/fused_adam_" + impl.name;
       std::vector<at::Tensor> reference;

@@ -64,6 +64,12 @@ std::vector<Adam::Group> Adam::split_by_device_and_dtype(const Group& g) {
 
 namespace detail {
 
+at::Tensor python_number(double value) {
+  at::Tensor t = at::scalar_tensor(value, at::TensorOptions().dtype(at::kDouble));
+  t.unsafeGetTensorImpl()->set_wrapped_number(true);
+  return t;
+}
+
 void decay_and_update_moments(const AdamOptions& o, at::Tensor& param, at::Tensor grad,
                               at::Tensor& exp_avg, at::Tensor& exp_avg_sq) {
   if (o.weight_decay != 0) {
@@ -71,14 +77,14 @@ void decay_and_update_moments(const AdamOptions& o, at::Tensor& param, at::Tenso
       if (o.lr_tensor.defined()) {
         param.mul_(at::rsub(o.lr_tensor * o.weight_decay, 1));
       } else {
-        param.mul_(1 - o.lr * o.weight_decay);
+        param.mul_(python_number(1 - o.lr * o.weight_decay));
       }
     } else {
       grad = grad.add(param, o.weight_decay);
     }
   }
   exp_avg.lerp_(grad, 1 - o.beta1);
-  exp_avg_sq.mul_(o.beta2).addcmul_(grad, grad, 1 - o.beta2);
+  exp_avg_sq.mul_(python_number(o.beta2)).addcmul_(grad, grad, 1 - o.beta2);
 }
 
 void foreach_decay_and_update_moments(const AdamOptions& o, std::vector<at::Tensor>& params,

@@ -9,8 +9,16 @@
 
 namespace harness::runtime::detail {
 
+// A Python float as torch's Python binding passes it to an in-place op: a 0-dim double CPU tensor
+// marked as a wrapped number. `t.mul_(x)` from Python dispatches `aten::mul_.Tensor` with it,
+// while C++'s `t.mul_(double)` is `aten::mul_.Scalar`, whose kernel redispatches to
+// `aten::mul.out`: one launch either way, but named differently (found by the Python fidelity
+// test, python/tests/test_fidelity.py).
+at::Tensor python_number(double value);
+
 // After `step += 1`: weight decay (L2 into the gradient, or decoupled into the parameter), then
-// exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2).
+// exp_avg.lerp_(grad, 1 - beta1); exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1 - beta2)
+// (the multiplications by numbers as from Python, python_number).
 void decay_and_update_moments(const AdamOptions& o, at::Tensor& param, at::Tensor grad,
                               at::Tensor& exp_avg, at::Tensor& exp_avg_sq);
 // The same with _foreach_* ops. `maximize` matters: the negated gradients are updated in place.
