@@ -130,14 +130,7 @@ void StepWindow::finish(VariantResult& result) {
   fill_counts(result, instrument_.take(), steps(), instrument_.measures_launches(),
               instrument_.available());
   set_step_times(result, step_ns_, step_cpu_ns_);
-  for (const auto& [phase, ns] : phase_clock_.samples()) {
-    result.samples["phase[" + phase + "].time"] = as_samples(ns);
-    const Spread s = spread_of(ns);
-    std::vector<Measurement>& m = result.phases[phase];
-    m.push_back({"time.median", s.median, "ns", "median host wall time of the phase in a step"});
-    m.push_back({"time.min", s.min, "ns", "least host wall time of the phase in a step"});
-    m.push_back({"time.max", s.max, "ns", "most host wall time of the phase in a step"});
-  }
+  add_phase_times(result, phase_clock_);
   if (!interleave_) return;
   result.samples["step_time_uninstrumented"] = as_samples(uninstrumented_step_ns_);
   for (Measurement& m : step_time_statistics(uninstrumented_step_ns_, "step_time_uninstrumented")) {
@@ -151,6 +144,17 @@ void StepWindow::finish(VariantResult& result) {
     ratio.value = *with->value / *without->value;
   }
   result.timing.push_back(std::move(ratio));
+}
+
+void add_phase_times(VariantResult& result, const PhaseClock& clock) {
+  for (const auto& [phase, ns] : clock.samples()) {
+    result.samples["phase[" + phase + "].time"] = as_samples(ns);
+    const Spread s = spread_of(ns);
+    std::vector<Measurement>& m = result.phases[phase];
+    m.push_back({"time.median", s.median, "ns", "median host wall time of the phase in a step"});
+    m.push_back({"time.min", s.min, "ns", "least host wall time of the phase in a step"});
+    m.push_back({"time.max", s.max, "ns", "most host wall time of the phase in a step"});
+  }
 }
 
 std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns,

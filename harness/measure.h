@@ -90,6 +90,10 @@ int64_t process_cpu_ns();
 void set_step_times(VariantResult& result, const std::vector<int64_t>& wall_ns,
                     const std::vector<int64_t>& cpu_ns);
 
+// Adds the host time of each phase the clock saw (time.median / .min / .max in ns) to
+// result.phases, and its samples ("phase[<name>].time") to result.samples.
+void add_phase_times(VariantResult& result, const PhaseClock& clock);
+
 // Adds each phase of `counts` to result.phases, named `<prefix><phase>` (a phase already there
 // is replaced): for what a scenario measures apart from its steps (a set-up, an evaluation).
 void add_phases(VariantResult& result, const Counts& counts, bool launches_measured,

@@ -67,27 +67,33 @@ void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
 }
 
 void EventCollector::record_sync(std::string_view op, std::string_view reason) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const char* phase = Phase::current_name();
-  current_phase_counts().syncs += 1;
-  counts_.sync_sites[{phase, std::string(op), std::string(reason)}] += 1;
-  if (trace_) {
-    trace_->add_instant("syncs", op, "sync", trace_clock_ns(),
-                        {{"reason", std::string(reason)}, {"phase", phase}});
+  SyncSiteKey site{Phase::current_name(), std::string(op), std::string(reason)};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    current_phase_counts().syncs += 1;
+    counts_.sync_sites[site] += 1;
+    if (trace_) {
+      trace_->add_instant("syncs", op, "sync", trace_clock_ns(),
+                          {{"reason", site.reason}, {"phase", site.phase}});
+    }
   }
+  if (sync_observer_) sync_observer_(site);
 }
 
 void EventCollector::record_collective_wait(std::string_view op) {
-  std::lock_guard<std::mutex> lock(mu_);
-  const char* phase = Phase::current_name();
-  PhaseCounts& counts = current_phase_counts();
-  counts.syncs += 1;
-  counts.collective_waits += 1;
-  counts_.sync_sites[{phase, std::string(op), "collective wait"}] += 1;
-  if (trace_) {
-    trace_->add_instant("syncs", op, "sync", trace_clock_ns(),
-                        {{"reason", "collective wait"}, {"phase", phase}});
+  SyncSiteKey site{Phase::current_name(), std::string(op), "collective wait"};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    PhaseCounts& counts = current_phase_counts();
+    counts.syncs += 1;
+    counts.collective_waits += 1;
+    counts_.sync_sites[site] += 1;
+    if (trace_) {
+      trace_->add_instant("syncs", op, "sync", trace_clock_ns(),
+                          {{"reason", site.reason}, {"phase", site.phase}});
+    }
   }
+  if (sync_observer_) sync_observer_(site);
 }
 
 void EventCollector::record_collective(std::string_view name, int64_t bytes) {

@@ -7,6 +7,7 @@
 // autograd engine runs backward ops on a device thread), so recording takes a mutex.
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string_view>
 #include <unordered_map>
@@ -34,6 +35,11 @@ class EventCollector {
   void clear();
   // Also put every event on this timeline (nullptr: counts only).
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
+  // Called after each sync is counted (collective waits included), outside the collector's lock,
+  // on the thread that synced: to note where a sync came from (the Python package records the
+  // caller's frame). Set before counting starts; empty: none.
+  using SyncObserver = std::function<void(const SyncSiteKey& site)>;
+  void set_sync_observer(SyncObserver observer) { sync_observer_ = std::move(observer); }
 
  private:
   PhaseCounts& current_phase_counts();  // requires mu_
@@ -61,6 +67,7 @@ class EventCollector {
   std::unordered_map<const void*, PhaseSlot> phase_slots_;
   std::unordered_map<std::pair<const void*, const void*>, OpSlot, PointerPairHash> op_slots_;
   TraceRecorder* trace_ = nullptr;
+  SyncObserver sync_observer_;
 };
 
 // Makes a collector the active one for its lifetime (and restores the previous one after).

@@ -19,6 +19,10 @@ class DispatcherInstrument final : public Instrument {
   bool available() const override { return true; }
   bool measures_launches() const override { return counts_launches_; }
   void attach_trace(TraceRecorder* trace) override { collector_.set_trace(trace); }
+  bool observe_syncs(EventCollector::SyncObserver observer) override {
+    collector_.set_sync_observer(std::move(observer));
+    return true;
+  }
   void start() override { scope_.emplace(collector_); }
   void stop() override { scope_.reset(); }
   Counts take() override {

@@ -154,6 +154,9 @@ class MemoryInstrument final : public Instrument {
   bool available() const override { return inner_->available(); }
   bool measures_launches() const override { return inner_->measures_launches(); }
   void attach_trace(TraceRecorder* trace) override { inner_->attach_trace(trace); }
+  bool observe_syncs(EventCollector::SyncObserver observer) override {
+    return inner_->observe_syncs(std::move(observer));
+  }
   void drain() override { inner_->drain(); }
   void start() override {
     inner_->start();
