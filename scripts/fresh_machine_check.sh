@@ -3,7 +3,9 @@
 # bookworm (no CUDA toolkit, no compiler, no LibTorch), clones this repository into it, and runs
 #   ./scripts/bench.sh --scenario resume_adam
 #   ./scripts/test.sh
-# inside it exactly as written, then both again (the warm, idempotent runs), printing each time.
+# inside it exactly as written, then both again (the warm, idempotent runs), printing each time;
+# then what CI adds, scripts/test_python.sh (the Python side: a 4.7 GB environment), cold and warm
+# (WITH_PYTHON=0 skips it).
 #
 #   scripts/fresh_machine_check.sh [ROOT_DIR]     (default /var/tmp/harness-fresh-root)
 #
@@ -95,6 +97,14 @@ run_timed bench-cold './scripts/bench.sh --scenario resume_adam'
 run_timed test-cold './scripts/test.sh'
 run_timed bench-warm './scripts/bench.sh --scenario resume_adam'
 run_timed test-warm './scripts/test.sh'
+if [ "${WITH_PYTHON:-1}" = 1 ]; then
+  run_timed python-cold './scripts/test_python.sh'
+  run_timed python-warm './scripts/test_python.sh'
+  if grep -hE '^\[(setup|python-env)\] (fetching|installing Debian|configuring|creating)' \
+      "$root.python-warm.log" >&2; then
+    die "the second Python run set something up again (lines above)"
+  fi
+fi
 
 # Idempotent: the second runs fetch, install and configure nothing.
 if grep -hE '^\[setup\] (fetching|installing|configuring)' "$root.bench-warm.log" "$root.test-warm.log" >&2; then

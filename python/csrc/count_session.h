@@ -1,0 +1,75 @@
+#pragma once
+// CountSession: what `with harness_sim.count() as c:` drives. The sim instrument (the same
+// EventCollector and MemoryWatch as bench's) switched on for the with-block, the host time of
+// each `c.step()` and of the phases inside it (PhaseClock), and where each sync came from in
+// Python (SyncFrames). Turns what it saw into a VariantResult, as bench's StepWindow does.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "harness/instrument/counts.h"
+#include "harness/instrument/instrument.h"
+#include "harness/measure.h"
+#include "harness/report/result.h"
+
+namespace harness::python {
+
+// Where syncs came from in Python: per sync site, the innermost frame outside torch and
+// harness_sim ("file:line in function"), counted. Filled by the collector's sync observer.
+class SyncFrames {
+ public:
+  void note(const SyncSiteKey& site);
+  std::map<SyncSiteKey, std::map<std::string, int64_t>> take();
+
+ private:
+  std::mutex mu_;
+  std::map<SyncSiteKey, std::map<std::string, int64_t>> frames_;
+};
+
+class CountSession {
+ public:
+  CountSession();
+  ~CountSession();
+  CountSession(const CountSession&) = delete;
+  CountSession& operator=(const CountSession&) = delete;
+
+  void start();
+  void stop();
+  bool active() const { return active_; }
+  // A training step inside the session: timed, and its phases timed.
+  void begin_step();
+  void end_step();
+
+  // Everything counted so far (the with-block, steps or not).
+  const Counts& counts() const { return counts_; }
+  int64_t steps() const { return static_cast<int64_t>(step_ns_.size()); }
+  const std::map<SyncSiteKey, std::map<std::string, int64_t>>& sync_frames() const {
+    return frames_;
+  }
+  // Counts, per-step figures (divided by steps(), or by 1 without steps), step and phase times.
+  VariantResult variant(const std::string& name,
+                        const std::map<std::string, std::string>& axes) const;
+
+ private:
+  std::unique_ptr<Instrument> instrument_;
+  std::shared_ptr<SyncFrames> live_frames_;
+  bool active_ = false;
+  bool in_step_ = false;
+  Counts counts_;
+  std::map<SyncSiteKey, std::map<std::string, int64_t>> frames_;
+  PhaseClock phase_clock_;
+  int64_t step_started_ns_ = 0;
+  int64_t step_started_cpu_ns_ = 0;
+  std::vector<int64_t> step_ns_, step_cpu_ns_;
+};
+
+// The phase stack as Python sees it: enter and exit in strict LIFO order (a `with` block), names
+// interned for the life of the process (Phase keeps pointers). exit_phase throws
+// std::logic_error when `name` is not the innermost phase this module opened.
+void enter_phase(const std::string& name);
+void exit_phase(const std::string& name);
+
+}  // namespace harness::python

@@ -1,0 +1,190 @@
+// harness_sim._C: the sim backend, the instrument and the report writer of the harness, loaded
+// into PyTorch's own Python process (the same LibTorch 2.11.0 the C++ project builds against).
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/version.h>
+
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+
+#include "count_session.h"
+#include "harness/errors.h"
+#include "harness/instrument/sim/sim_device.h"
+#include "harness/report/json_report.h"
+#include "harness/runtime/dist/counting_backend.h"
+
+namespace py = pybind11;
+
+namespace harness::python {
+namespace {
+
+py::dict copy_dict(const CopyTally& t) {
+  py::dict d;
+  d["count"] = t.count;
+  d["bytes"] = t.bytes;
+  d["pinned"] = t.pinned;
+  return d;
+}
+
+py::object optional_int(const std::optional<int64_t>& v) {
+  return v ? py::object(py::int_(*v)) : py::object(py::none());
+}
+
+py::dict phase_dict(const PhaseCounts& c) {
+  py::dict d;
+  d["launches"] = c.launches;
+  d["launches_by_op"] = c.launches_by_op;
+  d["h2d"] = copy_dict(c.h2d);
+  d["d2h"] = copy_dict(c.d2h);
+  d["d2d"] = copy_dict(c.d2d);
+  d["cross_device"] = copy_dict(c.cross_device);
+  d["syncs"] = c.syncs;
+  d["collective_waits"] = c.collective_waits;
+  d["stream_waits"] = c.stream_waits;
+  py::dict collectives;
+  for (const auto& [name, t] : c.collectives) {
+    py::dict one;
+    one["count"] = t.count;
+    one["bytes"] = t.bytes;
+    collectives[py::str(name)] = one;
+  }
+  d["collectives"] = collectives;
+  py::dict memory;
+  memory["device_peak"] = optional_int(c.memory.device.peak);
+  memory["device_allocated"] = optional_int(c.memory.device.allocated);
+  memory["host_peak"] = optional_int(c.memory.host.peak);
+  memory["host_allocated"] = optional_int(c.memory.host.allocated);
+  d["memory"] = memory;
+  return d;
+}
+
+// Everything a session counted, as plain Python data (harness_sim.Counts wraps it).
+py::dict counts_dict(const CountSession& s) {
+  const Counts& counts = s.counts();
+  py::dict d;
+  d["total"] = phase_dict(counts.total());
+  py::dict phases;
+  for (const auto& [name, c] : counts.phases) phases[py::str(name)] = phase_dict(c);
+  d["phases"] = phases;
+  py::list sites;
+  for (const auto& [key, n] : counts.sync_sites) {
+    py::dict site;
+    site["phase"] = key.phase;
+    site["op"] = key.op;
+    site["reason"] = key.reason;
+    site["count"] = n;
+    py::dict frames;
+    const auto it = s.sync_frames().find(key);
+    if (it != s.sync_frames().end()) {
+      for (const auto& [where, m] : it->second) frames[py::str(where)] = m;
+    }
+    site["frames"] = frames;
+    sites.append(site);
+  }
+  d["sync_sites"] = sites;
+  d["steps"] = s.steps();
+  return d;
+}
+
+// Provenance comes from Python (sys.argv, torch.__version__, ...): keys as in report-v1.md.
+Provenance provenance_from(const py::dict& p) {
+  Provenance out;
+  auto text = [&p](const char* key) {
+    return p.contains(key) && !p[key].is_none() ? py::str(p[key]).cast<std::string>()
+                                                : std::string();
+  };
+  out.tool_version = text("tool_version");
+  out.git_sha = text("git_sha");
+  out.argv = p.contains("argv") ? p["argv"].cast<std::vector<std::string>>()
+                                : std::vector<std::string>{};
+  out.build_type = text("build_type");
+  out.libtorch_version = text("libtorch_version");
+  out.device = "sim";
+  out.device_name = "simulated accelerator in host memory (harness_sim in Python)";
+  out.instrument = "dispatcher";
+  out.instrument_status = "ok";
+  out.hostname = text("hostname");
+  out.started_at = text("started_at");
+  return out;
+}
+
+// One scenario of the given variants (name, axes, session), written as a schema-v1 report.
+void write_report(const std::string& path, const py::dict& provenance,
+                  const std::vector<std::string>& warnings, const std::string& scenario,
+                  const std::string& description, const std::string& measured_window,
+                  const std::map<std::string, std::string>& config, const py::list& variants) {
+  RunReport report;
+  report.provenance = provenance_from(provenance);
+  report.warnings = warnings;
+  ScenarioResult s;
+  s.name = scenario;
+  s.description = description;
+  s.measured_window = measured_window;
+  s.config = config;
+  for (const py::handle v : variants) {
+    const auto t = v.cast<py::tuple>();
+    const auto& session = t[2].cast<const CountSession&>();
+    if (session.active()) {
+      throw std::logic_error("report() inside the with-block of harness_sim.count()");
+    }
+    s.variants.push_back(session.variant(t[0].cast<std::string>(),
+                                         t[1].cast<std::map<std::string, std::string>>()));
+  }
+  report.scenarios.push_back(std::move(s));
+  write_report_file(path, report);
+}
+
+}  // namespace
+}  // namespace harness::python
+
+PYBIND11_MODULE(_C, m) {
+  using namespace harness;
+  using namespace harness::python;
+  m.doc() = "the harness's sim backend and instrument (see harness_sim)";
+  m.attr("TORCH_VERSION") = TORCH_VERSION;  // the LibTorch this module was compiled against
+  m.attr("HARNESS_VERSION") = HARNESS_VERSION;
+  m.attr("REPORT_SCHEMA_VERSION") = kReportSchemaVersion;
+
+  m.def("initialize", &sim::initialize, py::arg("device_count") = sim::kDefaultDeviceCount);
+  m.def("is_initialized", &sim::is_initialized);
+  m.def("device_count", &sim::device_count);
+  m.def("synchronize", &sim::synchronize, py::arg("index") = 0,
+        py::call_guard<py::gil_scoped_release>());
+  m.def("memory_stats", [](int index) {
+    const memory::Stats s = sim::memory_stats(index);
+    return std::make_pair(s.allocated_bytes, s.peak_bytes);
+  });
+  m.def("reset_peak", &sim::reset_peak);
+  m.def("set_home_device", &sim::set_home_device);
+
+  m.def("enter_phase", &enter_phase);
+  m.def("exit_phase", &exit_phase);
+
+  py::class_<CountSession>(m, "CountSession")
+      .def(py::init<>())
+      .def("start", &CountSession::start)
+      .def("stop", &CountSession::stop)
+      .def("begin_step", &CountSession::begin_step)
+      .def("end_step", &CountSession::end_step)
+      .def_property_readonly("active", &CountSession::active)
+      .def("counts", &counts_dict);
+
+  m.def("write_report", &write_report, py::arg("path"), py::arg("provenance"),
+        py::arg("warnings"), py::arg("scenario"), py::arg("description"),
+        py::arg("measured_window"), py::arg("config"), py::arg("variants"));
+
+  // torch.distributed's backend for sim tensors: Gloo on zero-copy host aliases, every
+  // collective counted (harness/runtime/dist/counting_backend.h).
+  m.def(
+      "create_backend",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+         std::chrono::milliseconds timeout) -> c10::intrusive_ptr<c10d::Backend> {
+        return c10::make_intrusive<runtime::CountingBackend>(
+            runtime::make_gloo_backend(store, rank, size, timeout));
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      py::call_guard<py::gil_scoped_release>());
+
+  py::register_exception<InputError>(m, "InputError", PyExc_ValueError);
+}

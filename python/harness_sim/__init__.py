@@ -1,0 +1,60 @@
+"""harness_sim: the harness's simulated accelerator ``sim`` and its instrument, inside PyTorch.
+
+``import harness_sim`` registers PyTorch's PrivateUse1 backend under the name ``sim``. A sim
+tensor lives in host memory, but crossing the host-device boundary follows CUDA's rules: every
+op on sim tensors is one kernel launch, ``.item()`` is a device-to-host copy and a sync, a
+blocking copy between the host and sim is a copy and a sync. ``harness_sim.count()`` counts
+them, by phase, exactly and deterministically, on a machine without a GPU::
+
+    import torch, harness_sim
+    model = torch.nn.Linear(8, 8).to("sim")
+    with harness_sim.count() as c:
+        with c.step(), harness_sim.phase("train.forward"):
+            model(torch.randn(4, 8, device="sim")).sum().item()
+    print(c.syncs, c.sync_sites)     # 1 sync: aten::_local_scalar_dense (item) in train.forward
+    c.report("python.json")          # a schema-v1 report: `bench compare` and gates read it
+
+See README.md, "From Python".
+"""
+from __future__ import annotations
+
+import torch
+
+from ._version import check_torch as _check_torch
+
+_check_torch()
+
+from . import _C  # noqa: E402  (after the version check: a mismatched build must not load)
+from ._counting import Counts, SyncSite, count, phase, write_report  # noqa: E402
+from ._device import device_module as _device_module  # noqa: E402
+
+__all__ = ["count", "phase", "Counts", "SyncSite", "write_report", "device", "device_count",
+           "synchronize", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats",
+           "register_distributed_backend", "BACKEND_NAME"]
+__version__ = _C.HARNESS_VERSION
+
+BACKEND_NAME = "sim"
+DEVICE_COUNT = 8
+
+_C.initialize(DEVICE_COUNT)  # names PrivateUse1 "sim" in c10, as rename_privateuse1_backend does
+if not hasattr(torch, BACKEND_NAME):
+    torch.utils.rename_privateuse1_backend(BACKEND_NAME)  # the same name again: Python's side
+    torch._register_device_module(BACKEND_NAME, _device_module)
+    torch.utils.generate_methods_for_privateuse1_backend(
+        for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+
+device_count = _device_module.device_count
+synchronize = _device_module.synchronize
+memory_allocated = _device_module.memory_allocated
+max_memory_allocated = _device_module.max_memory_allocated
+reset_peak_memory_stats = _device_module.reset_peak_memory_stats
+
+
+def device(index: int = 0) -> torch.device:
+    """``torch.device("sim", index)``."""
+    return torch.device(BACKEND_NAME, index)
+
+
+from ._distributed import register_distributed_backend  # noqa: E402
+
+register_distributed_backend()

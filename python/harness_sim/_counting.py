@@ -1,0 +1,195 @@
+"""Counting from Python: ``count()`` (a with-block of the instrument), ``phase()`` and reports."""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+import functools
+import os
+import socket
+import sys
+from typing import Iterable, Mapping
+
+import torch
+
+from . import _C
+
+
+class phase(contextlib.ContextDecorator):
+    """``with harness_sim.phase("optimizer.step"):`` names what the program is doing. Every event
+    counted inside is attributed to the innermost phase, as in bench's reports; it is also an NVTX
+    range in the "harness" domain where NVTX is available. Phases must nest. Usable as a
+    decorator."""
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name:
+            raise ValueError("a phase needs a non-empty name")
+        self.name = name
+
+    def __enter__(self):
+        _C.enter_phase(self.name)
+        return self
+
+    def __exit__(self, *exc):
+        _C.exit_phase(self.name)
+        return False
+
+
+@dataclasses.dataclass(frozen=True)
+class SyncSite:
+    """Where host-device synchronisations came from: the phase, the op, why it synced, how many
+    times, and the Python frames that called it (``"file:line in function (library frame)"`` ->
+    count; empty for syncs on threads without Python frames, such as the autograd engine's)."""
+
+    phase: str
+    op: str
+    reason: str
+    count: int
+    frames: Mapping[str, int]
+
+    def __str__(self) -> str:
+        frames = [(f, n) for f, n in self.frames.items() if f]
+        where = "; ".join(f"{f} x{n}" if len(frames) > 1 else f for f, n in frames)
+        return (f"{self.count} x {self.op} ({self.reason}) in phase {self.phase}"
+                + (f" at {where}" if where else ""))
+
+
+class Counts:
+    """What one ``count()`` block counted. Totals cover the whole block; ``per_step`` divides by
+    the number of ``c.step()`` blocks (1 without any)."""
+
+    def __init__(self):
+        self._session = _C.CountSession()
+        self._data = None
+
+    # --- the with-block -------------------------------------------------------------------
+    _active: "Counts | None" = None  # blocks do not nest: the instrument has one sink
+
+    def __enter__(self) -> "Counts":
+        if Counts._active is not None:
+            raise RuntimeError("harness_sim.count() blocks do not nest: one is already counting")
+        self._session.start()
+        Counts._active = self
+        self._data = None
+        return self
+
+    def __exit__(self, *exc):
+        self._session.stop()
+        Counts._active = None
+        self._data = self._session.counts()
+        return False
+
+    @contextlib.contextmanager
+    def step(self):
+        """One training step: timed (step time and each phase's time, in the report) and counted
+        towards ``steps`` (per-step figures divide by it)."""
+        self._session.begin_step()
+        try:
+            yield self
+        finally:
+            self._session.end_step()
+
+    # --- reading ----------------------------------------------------------------------------
+    def _counts(self) -> dict:
+        if self._data is None:
+            raise RuntimeError("counts are read after the with-block of harness_sim.count() ends")
+        return self._data
+
+    @property
+    def steps(self) -> int:
+        return self._counts()["steps"]
+
+    @property
+    def total(self) -> dict:
+        """Launches, launches_by_op, h2d / d2h / d2d (count, bytes, pinned), syncs, collectives,
+        memory: the whole block."""
+        return self._counts()["total"]
+
+    @property
+    def phases(self) -> dict:
+        """The same figures by innermost phase ("(none)" outside every phase)."""
+        return self._counts()["phases"]
+
+    @property
+    def launches(self) -> int:
+        return self.total["launches"]
+
+    @property
+    def launches_by_op(self) -> dict:
+        return dict(self.total["launches_by_op"])
+
+    @property
+    def copies(self) -> dict:
+        return {kind: dict(self.total[kind]) for kind in ("h2d", "d2h", "d2d")}
+
+    @property
+    def syncs(self) -> int:
+        return self.total["syncs"]
+
+    @property
+    def collectives(self) -> dict:
+        return dict(self.total["collectives"])
+
+    @property
+    def sync_sites(self) -> list[SyncSite]:
+        return [SyncSite(s["phase"], s["op"], s["reason"], s["count"], dict(s["frames"]))
+                for s in self._counts()["sync_sites"]]
+
+    def per_step(self, figure: str) -> float:
+        """A total divided by the steps: "launches", "syncs", "h2d", "d2h", "d2d" (copy counts)."""
+        value = self.total[figure]
+        if isinstance(value, dict):
+            value = value["count"]
+        return value / max(self.steps, 1)
+
+    def report(self, path: str | os.PathLike, scenario: str = "python", variant: str = "default",
+               axes: Mapping[str, str] | None = None, **kwargs) -> None:
+        """Writes this block as a schema-v1 report (one scenario, one variant): see
+        :func:`write_report`."""
+        write_report(path, {variant: self}, scenario=scenario,
+                     axes={variant: dict(axes or {})}, **kwargs)
+
+    def __repr__(self) -> str:
+        if self._data is None:
+            return "<harness_sim.Counts (counting)>"
+        return (f"<harness_sim.Counts steps={self.steps} launches={self.launches} "
+                f"syncs={self.syncs} d2h={self.total['d2h']['count']} "
+                f"h2d={self.total['h2d']['count']}>")
+
+
+def count() -> Counts:
+    """``with harness_sim.count() as c:`` counts launches, copies, syncs and collectives on sim,
+    by phase, for the with-block."""
+    return Counts()
+
+
+def _provenance() -> dict:
+    return {
+        "tool_version": f"harness_sim {_C.HARNESS_VERSION}",
+        "argv": list(sys.argv),
+        "build_type": "Release",
+        "libtorch_version": torch.__version__,
+        "hostname": socket.gethostname(),
+        "started_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+
+
+def write_report(path: str | os.PathLike, variants: Mapping[str, Counts], scenario: str = "python",
+                 description: str = "counted from Python with harness_sim",
+                 measured_window: str | None = None, config: Mapping[str, str] | None = None,
+                 axes: Mapping[str, Mapping[str, str]] | None = None) -> None:
+    """Writes a schema-v1 report (reports/schema/report-v1.md) of one scenario whose variants are
+    the given ``count()`` blocks, atomically: ``bench compare`` and gates read it."""
+    if not variants:
+        raise ValueError("write_report needs at least one variant")
+    rows = []
+    for name, counts in variants.items():
+        if not isinstance(counts, Counts):
+            raise TypeError(f"variant {name!r}: expected harness_sim.Counts, got {type(counts)}")
+        rows.append((name, dict((axes or {}).get(name, {})), counts._session))
+    warnings = ["simulated device: copies, syncs and launches follow CUDA's rules; times are "
+                "host CPU times, not GPU times"]
+    if measured_window is None:
+        measured_window = "the with-block of harness_sim.count(); per step: its c.step() blocks"
+    _C.write_report(os.fspath(path), _provenance(), warnings, scenario, description,
+                    measured_window, {k: str(v) for k, v in (config or {}).items()}, rows)

@@ -1,0 +1,114 @@
+"""Lightning on sim: ``lightning.Trainer(accelerator=SimAccelerator(), devices=1)`` trains on the
+simulated device, and ``CountingCallback`` counts the training steps with harness_sim."""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from lightning.pytorch import Callback
+from lightning.pytorch.accelerators import Accelerator
+from lightning.pytorch.strategies import SingleDeviceStrategy
+
+import harness_sim
+
+
+class SimAccelerator(Accelerator):
+    """The sim device as a Lightning accelerator (one process; devices=N picks sim:0..N-1).
+
+    ``Trainer(accelerator=SimAccelerator(), devices=1)`` trains on sim:0. Lightning gives an
+    accelerator it does not know a single-device strategy on the CPU (its accelerator connector
+    names only CUDA and MPS there); ``setup`` points that strategy at the sim device before the
+    model, the batches or a resumed optimizer state are moved."""
+
+    def setup_device(self, device: torch.device) -> None:
+        if device.type == "cpu":
+            return  # Lightning's placeholder for a single device: setup() replaces it
+        if device.type != harness_sim.BACKEND_NAME:
+            raise ValueError(f"SimAccelerator got device {device}, not a sim device")
+        torch.sim.set_device(device.index or 0)
+
+    def setup(self, trainer) -> None:
+        strategy = trainer.strategy
+        if isinstance(strategy, SingleDeviceStrategy) and strategy.root_device.type == "cpu":
+            devices = getattr(trainer._accelerator_connector, "_parallel_devices", None) or []
+            device = devices[0] if devices else harness_sim.device(0)
+            strategy._root_device = device
+            self.setup_device(device)
+
+    def teardown(self) -> None:
+        pass
+
+    @staticmethod
+    def parse_devices(devices: Any) -> list[int]:
+        count = harness_sim.device_count()
+        if devices in (-1, "-1", "auto"):
+            return list(range(count))
+        if isinstance(devices, str):
+            devices = [int(d) for d in devices.split(",") if d.strip()] if "," in devices \
+                else int(devices)
+        if isinstance(devices, int):
+            if not 0 < devices <= count:
+                raise ValueError(f"devices={devices}: sim has {count} devices")
+            return list(range(devices))
+        devices = [int(d) for d in devices]
+        if any(not 0 <= d < count for d in devices):
+            raise ValueError(f"devices={devices}: sim has devices 0..{count - 1}")
+        return devices
+
+    @staticmethod
+    def get_parallel_devices(devices: Any) -> list[torch.device]:
+        return [harness_sim.device(i) for i in devices]
+
+    @staticmethod
+    def auto_device_count() -> int:
+        return harness_sim.device_count()
+
+    @staticmethod
+    def is_available() -> bool:
+        return True
+
+    @staticmethod
+    def name() -> str:
+        return harness_sim.BACKEND_NAME
+
+    def get_device_stats(self, device: Any) -> dict[str, Any]:
+        index = torch.device(device).index or 0
+        return {"allocated_bytes": harness_sim.memory_allocated(index),
+                "peak_allocated_bytes": harness_sim.max_memory_allocated(index)}
+
+    @classmethod
+    def register_accelerators(cls, accelerator_registry: Any) -> None:
+        accelerator_registry.register(cls.name(), cls, description="harness_sim's simulated device")
+
+
+class CountingCallback(Callback):
+    """Counts every training batch (``train.step`` phase, one ``c.step()`` each) into ``counts``
+    from the first training batch to the end of training: a resume's restoring and the teardown
+    (state moved back to the host) are not counted."""
+
+    def __init__(self, counts: harness_sim.Counts | None = None):
+        self.counts = counts if counts is not None else harness_sim.count()
+        self._phase: harness_sim.phase | None = None
+        self._counting = False
+
+    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx) -> None:
+        if not self._counting:
+            self.counts.__enter__()
+            self._counting = True
+        self.counts._session.begin_step()
+        self._phase = harness_sim.phase("train.step").__enter__()
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self._phase is not None:
+            self._phase.__exit__(None, None, None)
+            self._phase = None
+        self.counts._session.end_step()
+
+    def on_train_end(self, trainer, pl_module) -> None:
+        if self._counting:
+            self.counts.__exit__(None, None, None)
+            self._counting = False
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        self.on_train_batch_end(trainer, pl_module, None, None, 0)
+        self.on_train_end(trainer, pl_module)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Idempotent: the Python side of the harness (issue 15), apart from the C++ two-command path.
+#   1. Debian packages: python3-venv, python3-dev (Python.h for the extension).
+#   2. A virtual environment in the machine-wide cache with torch 2.11.0 (the same LibTorch the
+#      C++ build uses), Lightning and pytest, pinned in python/requirements.txt. The torch wheel
+#      with its CUDA dependency wheels is about 4.6 GB installed: this happens once per machine.
+# Prints the environment's python on stdout. Environment: HARNESS_CACHE (default
+# /var/cache/harness), HARNESS_PYTHON_ENV (a virtual environment of your own to use instead).
+set -euo pipefail
+
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${HARNESS_CACHE:-/var/cache/harness}
+requirements=$repo/python/requirements.txt
+
+say() { printf '[python-env] %s\n' "$*" >&2; }
+die() { printf '[python-env] error: %s\n' "$*" >&2; exit 1; }
+as_root() {
+  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    die "need root to run: $*"; fi
+}
+
+if [ -n "${HARNESS_PYTHON_ENV:-}" ]; then
+  [ -x "$HARNESS_PYTHON_ENV/bin/python" ] || die "HARNESS_PYTHON_ENV=$HARNESS_PYTHON_ENV has no bin/python"
+  echo "$HARNESS_PYTHON_ENV/bin/python"; exit 0
+fi
+
+packages=(python3-venv python3-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing Debian packages: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  as_root apt-get install -y -q "${missing[@]}" >/dev/null ||
+    { as_root apt-get update -q >/dev/null && as_root apt-get install -y -q "${missing[@]}" >/dev/null; } ||
+    die "apt-get could not install: ${missing[*]}"
+fi
+
+# The environment's name carries a hash of the pins: changing them makes a new one.
+pins=$(sha256sum "$requirements" | cut -c1-12)
+env=$cache/python/venv-$pins
+if [ ! -f "$env/.complete" ]; then
+  as_root mkdir -p "$cache/python"
+  as_root chmod 1777 "$cache" "$cache/python" 2>/dev/null || true
+  exec 9>"$cache/python/.lock"
+  flock 9
+  if [ ! -f "$env/.complete" ]; then
+    say "creating $env: torch, lightning, pytest as pinned in python/requirements.txt (once per machine, about 4.7 GB)"
+    rm -rf "$env"
+    /usr/bin/python3 -m venv "$env" || die "python3 -m venv $env failed"
+    "$env/bin/python" -m pip install -q --no-cache-dir --disable-pip-version-check \
+      -r "$requirements" || { rm -rf "$env"; die "pip could not install python/requirements.txt"; }
+    touch "$env/.complete"
+  fi
+  exec 9>&-
+fi
+echo "$env/bin/python"
