@@ -1,6 +1,8 @@
 #include "harness/runtime/dist/counting_backend.h"
 
+#include <chrono>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "harness/instrument/collector.h"
@@ -38,6 +40,7 @@ class CountedWork final : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override {
     const bool done = inner_->wait(timeout);
     events::record_collective_wait(op_);
+    if (done) await_release_by_workers();
     return done;
   }
   bool isCompleted() override { return inner_->isCompleted(); }
@@ -47,6 +50,19 @@ class CountedWork final : public c10d::Work {
   void abort() override { inner_->abort(); }
 
  private:
+  // The inner backend's worker thread still holds the work (and through it the aliases, which
+  // own the sim tensors' storage) for a moment after marking it complete. Were it the last owner,
+  // device memory would be freed on that thread at a time that varies from run to run, and the
+  // memory levels read at phase boundaries with it: wait until this is the only owner, so that
+  // the memory is freed where the caller drops its tensors. Bounded: a worker that keeps it
+  // longer only costs that determinism.
+  void await_release_by_workers() const {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (inner_.use_count() > 1 && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::yield();
+    }
+  }
+
   c10::intrusive_ptr<c10d::Work> inner_;
   const char* op_;
   std::vector<at::Tensor> keep_alive_;
