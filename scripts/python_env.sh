@@ -14,28 +14,15 @@ requirements=$repo/python/requirements.txt
 
 say() { printf '[python-env] %s\n' "$*" >&2; }
 die() { printf '[python-env] error: %s\n' "$*" >&2; exit 1; }
-as_root() {
-  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-    die "need root to run: $*"; fi
-}
+# shellcheck source=lib/debian.sh
+. "$repo/scripts/lib/debian.sh"  # as_root, install_debian_packages
 
 if [ -n "${HARNESS_PYTHON_ENV:-}" ]; then
   [ -x "$HARNESS_PYTHON_ENV/bin/python" ] || die "HARNESS_PYTHON_ENV=$HARNESS_PYTHON_ENV has no bin/python"
   echo "$HARNESS_PYTHON_ENV/bin/python"; exit 0
 fi
 
-packages=(python3-venv python3-dev)
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  say "installing Debian packages: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  as_root apt-get install -y -q "${missing[@]}" >/dev/null ||
-    { as_root apt-get update -q >/dev/null && as_root apt-get install -y -q "${missing[@]}" >/dev/null; } ||
-    die "apt-get could not install: ${missing[*]}"
-fi
+install_debian_packages python3-venv python3-dev
 
 # The environment's name carries a hash of the pins: changing them makes a new one.
 pins=$(sha256sum "$requirements" | cut -c1-12)

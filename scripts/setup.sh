@@ -24,10 +24,8 @@ build_type=${BUILD_TYPE:-Release}
 say() { printf '[setup] %s\n' "$*" >&2; }
 die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
-as_root() {
-  if [ "$(id -u)" = 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
-    die "need root to run: $*"; fi
-}
+# shellcheck source=lib/debian.sh
+. "$repo/scripts/lib/debian.sh"  # as_root, install_debian_packages
 
 # --- 1. Debian packages -----------------------------------------------------------------------
 packages=(ccache ninja-build cmake g++ libcli11-dev libgloo-dev nlohmann-json3-dev libgtest-dev libgmock-dev
@@ -35,17 +33,7 @@ packages=(ccache ninja-build cmake g++ libcli11-dev libgloo-dev nlohmann-json3-d
 if [ "${HARNESS_WITH_TEST_TOOLS:-0}" = 1 ]; then
   packages+=(libbenchmark-tools python3-scipy chromium)
 fi
-missing=()
-for p in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if [ ${#missing[@]} -gt 0 ]; then
-  say "installing Debian packages: ${missing[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  as_root apt-get install -y -q "${missing[@]}" >/dev/null ||
-    { as_root apt-get update -q >/dev/null && as_root apt-get install -y -q "${missing[@]}" >/dev/null; } ||
-    die "apt-get could not install: ${missing[*]}"
-fi
+install_debian_packages "${packages[@]}"
 
 # --- 2. LibTorch from the PyPI wheel ------------------------------------------------------------
 if [ -n "${LIBTORCH_ROOT:-}" ]; then
