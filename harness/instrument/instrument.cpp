@@ -19,6 +19,11 @@ class DispatcherInstrument final : public Instrument {
   bool available() const override { return true; }
   bool measures_launches() const override { return counts_launches_; }
   void attach_trace(TraceRecorder* trace) override { collector_.set_trace(trace); }
+  std::optional<int64_t> sync_wait_so_far() const override {
+    const EventCollector::SyncWait w = collector_.sync_wait();
+    if (!w.complete) return std::nullopt;
+    return w.ns;
+  }
   void start() override { scope_.emplace(collector_); }
   void stop() override { scope_.reset(); }
   Counts take() override {

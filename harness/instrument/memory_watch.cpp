@@ -155,6 +155,7 @@ class MemoryInstrument final : public Instrument {
   bool measures_launches() const override { return inner_->measures_launches(); }
   void attach_trace(TraceRecorder* trace) override { inner_->attach_trace(trace); }
   void drain() override { inner_->drain(); }
+  std::optional<int64_t> sync_wait_so_far() const override { return inner_->sync_wait_so_far(); }
   void start() override {
     inner_->start();
     watch_.start();

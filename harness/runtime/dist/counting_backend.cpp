@@ -36,8 +36,9 @@ class CountedWork final : public c10d::Work {
       : inner_(std::move(inner)), op_(op), keep_alive_(std::move(keep_alive)) {}
 
   bool wait(std::chrono::milliseconds timeout) override {
+    const int64_t begin = events::begin_time();
     const bool done = inner_->wait(timeout);
-    events::record_collective_wait(op_);
+    events::record_collective_wait(op_, events::elapsed_since(begin));
     return done;
   }
   bool isCompleted() override { return inner_->isCompleted(); }
