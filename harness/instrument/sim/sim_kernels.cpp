@@ -127,7 +127,8 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     cpu_dst.copy_(cpu_src);
   }
   // A blocking copy's sync: the host waits for the copy itself (sim runs it right here).
-  const int64_t waited = events::elapsed_since(begin);
+  const bool syncs = !non_blocking && src_sim != dst_sim;
+  const int64_t waited = syncs ? events::elapsed_since(begin) : kNotTimed;
   const int home = home_device();
   const auto foreign = [home](const at::Tensor& t) {
     return is_sim(t) && home >= 0 && t.device().index() != home;
@@ -142,10 +143,10 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     }
   } else if (dst_sim) {
     events::record_copy(CopyKind::HostToDevice, bytes, host_pinned(src), begin, cross_device);
-    if (!non_blocking) events::record_sync("aten::copy_", "blocking copy H2D", waited);
+    if (syncs) events::record_sync("aten::copy_", "blocking copy H2D", waited);
   } else {
     events::record_copy(CopyKind::DeviceToHost, bytes, host_pinned(dst), begin, cross_device);
-    if (!non_blocking) events::record_sync("aten::copy_", "blocking copy D2H", waited);
+    if (syncs) events::record_sync("aten::copy_", "blocking copy D2H", waited);
   }
   return dst;
 }
@@ -219,9 +220,9 @@ class FallbackCall {
   }
 
   // After the CPU kernel: adopt storage growth and metadata changes of written arguments, and
-  // turn the returned CPU tensors back into sim tensors. `waited`: the op's time so far, which is
-  // the host's wait when it returns a value read from device data.
-  void restore_results(torch::jit::Stack* stack, int64_t waited) {
+  // turn the returned CPU tensors back into sim tensors. `begin` (events::begin_time()): when the
+  // op began; its time is the host's wait when it returns a value read from device data.
+  void restore_results(torch::jit::Stack* stack, int64_t begin) {
     for (AliasedArg& a : aliased_) adopt_changes(a);
     const size_t n = schema_.returns().size();
     for (size_t i = 0; i < n; ++i) {
@@ -229,6 +230,7 @@ class FallbackCall {
       const bool tensors = map_tensors(v, [this](const at::Tensor& t) { return to_sim(t); });
       if (!tensors && !v.isNone() && device_) {
         // A number or flag computed from device data: the host had to read it back.
+        const int64_t waited = events::elapsed_since(begin);
         events::record_copy(CopyKind::DeviceToHost, v.isBool() ? 1 : 8, false);
         events::record_sync(schema_.name(), "value read by host", waited);
       }
@@ -313,7 +315,7 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const memory::ChargeTo charge_to(call.device() ? call.device()->index() : memory::kHost);
     op.redispatchBoxed(kCpuKeys, stack);
   }
-  call.restore_results(stack, events::elapsed_since(begin));
+  call.restore_results(stack, begin);
   if (!is_view_op(schema)) events::record_launch(schema.name(), begin);
 }
 
