@@ -90,8 +90,8 @@ CLI::App* define_compare(CLI::App& app, CompareOptions& o) {
   compare->add_flag("--strict", o.strict, "Inconclusive time comparisons fail too");
   compare->add_flag("--all", o.all, "Text: show unchanged rows too");
   compare->add_flag("--phase-times", o.phase_times,
-                    "Also test each phase's host time per step (diagnostic: short phases are "
-                    "mostly timer noise)");
+                    "Also test each phase's host time and the sync wait time per step "
+                    "(diagnostic: short phases and waits are mostly timer noise)");
   compare->add_option("--alpha", o.time.alpha, "Significance of the time test")
       ->check(CLI::Range(1e-9, 0.5))
       ->capture_default_str();

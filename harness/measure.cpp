@@ -102,6 +102,7 @@ void StepWindow::on_train_step_start(runtime::Trainer&, int64_t step) {
   if (counting_) {
     instrument_.start();
     phase_clock_.begin_step();
+    step_sync_wait_begin_ = instrument_.sync_wait_so_far();
   }
   in_step_ = true;
   started_cpu_ns_ = process_cpu_ns();
@@ -119,6 +120,12 @@ void StepWindow::on_train_step_end(runtime::Trainer&, int64_t) {
     step_cpu_ns_.push_back(cpu_ns);
     instrument_.stop();
     phase_clock_.end_step();
+    const std::optional<int64_t> waited = instrument_.sync_wait_so_far();
+    if (waited && step_sync_wait_begin_) {
+      step_sync_wait_ns_.push_back(*waited - *step_sync_wait_begin_);
+    } else {
+      sync_wait_per_step_ = false;
+    }
   }
   (counting_ ? step_ns_ : uninstrumented_step_ns_).push_back(ns);
   counting_ = false;
@@ -130,6 +137,10 @@ void StepWindow::finish(VariantResult& result) {
   fill_counts(result, instrument_.take(), steps(), instrument_.measures_launches(),
               instrument_.available());
   set_step_times(result, step_ns_, step_cpu_ns_);
+  if (sync_wait_per_step_ && !step_sync_wait_ns_.empty() &&
+      step_sync_wait_ns_.size() == step_ns_.size()) {
+    result.samples["sync.wait_time"] = as_samples(step_sync_wait_ns_);
+  }
   add_phase_times(result, phase_clock_);
   if (!interleave_) return;
   result.samples["step_time_uninstrumented"] = as_samples(uninstrumented_step_ns_);
@@ -197,13 +208,24 @@ std::vector<Measurement> with_memory(std::vector<Measurement> ms, const PhaseCou
   return ms;
 }
 
+// A phase's list: its counts, memory and what only phases have (gpu_span).
+std::vector<Measurement> phase_list(const PhaseCounts& c, bool launches_measured,
+                                    bool instrument_available) {
+  std::vector<Measurement> ms =
+      with_memory(convert(c, 1.0, launches_measured, instrument_available), c);
+  for (Measurement& m : phase_only_measurements(c)) {
+    if (!instrument_available) m.value.reset();
+    ms.push_back(std::move(m));
+  }
+  return ms;
+}
+
 }  // namespace
 
 void add_phases(VariantResult& result, const Counts& counts, bool launches_measured,
                 bool instrument_available, const std::string& prefix) {
   for (const auto& [phase, c] : counts.phases) {
-    result.phases[prefix + phase] =
-        with_memory(convert(c, 1.0, launches_measured, instrument_available), c);
+    result.phases[prefix + phase] = phase_list(c, launches_measured, instrument_available);
   }
 }
 
@@ -218,7 +240,7 @@ void fill_counts(VariantResult& result, const Counts& counts, int64_t steps, boo
   result.per_step = convert(total, steps > 0 ? static_cast<double>(steps) : 1.0);
   result.phases.clear();
   for (const auto& [phase, c] : counts.phases) {
-    result.phases[phase] = with_memory(convert(c, 1.0), c);
+    result.phases[phase] = phase_list(c, launches_measured, instrument_available);
   }
   result.launches_by_op =
       launches_measured ? total.launches_by_op : std::map<std::string, int64_t>{};

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -58,7 +59,8 @@ class StepWindow final : public runtime::TrainerCallback {
   int64_t window_steps() const { return window_steps_; }
   // Fills measured_steps, per_step, total, phases (with each phase's host time per step:
   // time.median / .min / .max in ns), launches_by_op, sync_sites, timing (wall and process CPU
-  // time of a step) and the samples behind them.
+  // time of a step) and the samples behind them (with each step's sync wait, "sync.wait_time",
+  // where the instrument measures it per step).
   void finish(VariantResult& result);
 
  private:
@@ -74,6 +76,11 @@ class StepWindow final : public runtime::TrainerCallback {
   std::vector<int64_t> step_cpu_ns_;             // their process CPU time
   std::vector<int64_t> uninstrumented_step_ns_;  // with interleave_uninstrumented
   PhaseClock phase_clock_;                       // instrumented steps only
+  // Each instrumented step's host time waited in syncs, where the instrument knows it per step
+  // (Instrument::sync_wait_so_far); cleared for good when a step's is unknown.
+  std::optional<int64_t> step_sync_wait_begin_;
+  std::vector<int64_t> step_sync_wait_ns_;
+  bool sync_wait_per_step_ = true;
 };
 
 // count, mean, median, min, max, stddev of step times, in ns ("<prefix>.<stat>"); `what` names

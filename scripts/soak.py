@@ -47,15 +47,23 @@ def split_memory(counts):
 def counts_of(report):
     """Everything in a report that must not change between identical runs on sim."""
     out = {}
+    units = report.get("measurements", {})
+
+    def untimed(measurements):  # times (unit ns: phase times, sync waits) are not counts
+        return {k: x for k, x in (measurements or {}).items()
+                if not k.startswith(TIME_KEYS) and units.get(k, {}).get("unit") != "ns"}
+
     for s in report["scenarios"]:
         for v in s["variants"]:
             key = f'{s["name"]}/{v["name"]}'
-            phases = {p: {k: x for k, x in c.items() if not k.startswith(TIME_KEYS)}
-                      for p, c in v.get("phases", {}).items()}
+            phases = {p: untimed(c) for p, c in v.get("phases", {}).items()}
+            sites = [{k: x for k, x in site.items() if k != "wait_ns"}
+                     for site in v.get("sync_sites", [])]
             out[key] = {"status": v.get("status"), "measured_steps": v.get("measured_steps"),
-                        "per_step": v.get("per_step"), "total": v.get("total"), "phases": phases,
+                        "per_step": untimed(v.get("per_step")), "total": untimed(v.get("total")),
+                        "phases": phases,
                         "launches_by_op": v.get("launches_by_op"),
-                        "sync_sites": v.get("sync_sites"),
+                        "sync_sites": sites,
                         "correctness": (v.get("correctness") or {}).get("passed")}
     return out
 

@@ -1,5 +1,6 @@
 #include "harness/instrument/collector.h"
 
+#include <algorithm>
 #include <string>
 
 #include "harness/instrument/phase.h"
@@ -66,32 +67,47 @@ void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
   }
 }
 
-void EventCollector::record_sync(std::string_view op, std::string_view reason) {
-  SyncSiteKey site{Phase::current_name(), std::string(op), std::string(reason)};
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    current_phase_counts().syncs += 1;
-    counts_.sync_sites[site] += 1;
-    if (trace_) {
-      trace_->add_instant("syncs", op, "sync", trace_clock_ns(),
-                          {{"reason", site.reason}, {"phase", site.phase}});
-    }
+SyncSiteKey EventCollector::add_sync(std::string_view op, std::string_view reason,
+                                     int64_t wait_ns, bool collective_wait) {
+  const char* phase = Phase::current_name();
+  PhaseCounts& counts = current_phase_counts();
+  counts.syncs += 1;
+  if (collective_wait) counts.collective_waits += 1;
+  ++syncs_;
+  if (wait_ns >= 0) {
+    counts.sync_wait_ns += wait_ns;
+    counts.timed_syncs += 1;
+    sync_wait_ns_ += wait_ns;
+    ++timed_syncs_;
   }
-  if (sync_observer_) sync_observer_(site);
+  SyncSiteKey site{phase, std::string(op), std::string(reason)};
+  counts_.sync_sites[site].add_sync(wait_ns);
+  if (!trace_) return site;
+  const int64_t now = trace_clock_ns();
+  if (wait_ns < 0) {
+    trace_->add_instant("syncs", op, "sync", now,
+                        {{"reason", std::string(reason)}, {"phase", phase}});
+  } else {
+    trace_->add_span("syncs", op, "sync", now - wait_ns, now,
+                     {{"reason", std::string(reason)}, {"phase", phase}});
+  }
+  return site;
 }
 
-void EventCollector::record_collective_wait(std::string_view op) {
-  SyncSiteKey site{Phase::current_name(), std::string(op), "collective wait"};
+void EventCollector::record_sync(std::string_view op, std::string_view reason, int64_t wait_ns) {
+  SyncSiteKey site;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    PhaseCounts& counts = current_phase_counts();
-    counts.syncs += 1;
-    counts.collective_waits += 1;
-    counts_.sync_sites[site] += 1;
-    if (trace_) {
-      trace_->add_instant("syncs", op, "sync", trace_clock_ns(),
-                          {{"reason", site.reason}, {"phase", site.phase}});
-    }
+    site = add_sync(op, reason, wait_ns, /*collective_wait=*/false);
+  }
+  if (sync_observer_) sync_observer_(site);  // outside the lock (it may take Python's GIL)
+}
+
+void EventCollector::record_collective_wait(std::string_view op, int64_t wait_ns) {
+  SyncSiteKey site;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    site = add_sync(op, "collective wait", wait_ns, /*collective_wait=*/true);
   }
   if (sync_observer_) sync_observer_(site);
 }
@@ -117,9 +133,15 @@ Counts EventCollector::snapshot() const {
   return counts_;
 }
 
+EventCollector::SyncWait EventCollector::sync_wait() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return {sync_wait_ns_, timed_syncs_ == syncs_};
+}
+
 void EventCollector::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   counts_ = Counts{};
+  syncs_ = timed_syncs_ = sync_wait_ns_ = 0;
   phase_slots_.clear();
   op_slots_.clear();
 }
@@ -147,11 +169,11 @@ void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_n
                  bool cross_device) noexcept {
   HARNESS_FORWARD_EVENT(record_copy(kind, bytes, host_pinned, begin_ns, cross_device));
 }
-void record_collective_wait(std::string_view op) noexcept {
-  HARNESS_FORWARD_EVENT(record_collective_wait(op));
+void record_collective_wait(std::string_view op, int64_t wait_ns) noexcept {
+  HARNESS_FORWARD_EVENT(record_collective_wait(op, wait_ns));
 }
-void record_sync(std::string_view op, std::string_view reason) noexcept {
-  HARNESS_FORWARD_EVENT(record_sync(op, reason));
+void record_sync(std::string_view op, std::string_view reason, int64_t wait_ns) noexcept {
+  HARNESS_FORWARD_EVENT(record_sync(op, reason, wait_ns));
 }
 void record_collective(std::string_view name, int64_t bytes) noexcept {
   HARNESS_FORWARD_EVENT(record_collective(name, bytes));
@@ -160,6 +182,9 @@ void record_stream_wait() noexcept { HARNESS_FORWARD_EVENT(record_stream_wait())
 #undef HARNESS_FORWARD_EVENT
 bool collecting() noexcept { return g_active.load(std::memory_order_acquire) != nullptr; }
 int64_t begin_time() noexcept { return collecting() ? trace_clock_ns() : 0; }
+int64_t elapsed_since(int64_t begin) noexcept {
+  return begin == 0 ? kNotTimed : std::max<int64_t>(0, trace_clock_ns() - begin);
+}
 }  // namespace events
 
 }  // namespace harness

@@ -19,19 +19,32 @@ namespace harness {
 
 class TraceRecorder;
 
+// A sync whose wait was not measured (the `wait_ns` argument of record_sync and
+// record_collective_wait).
+inline constexpr int64_t kNotTimed = -1;
+
 class EventCollector {
  public:
   // `begin_ns` (trace_clock_ns()) is when the op or copy started, for the trace; 0: just now.
   void record_launch(std::string_view op, int64_t begin_ns = 0);
   void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns = 0,
                    bool cross_device = false);
-  void record_sync(std::string_view op, std::string_view reason);
+  // `wait_ns`: the host time spent waiting in it (kNotTimed: not measured). A timed sync is a span
+  // on the trace, ending now.
+  void record_sync(std::string_view op, std::string_view reason, int64_t wait_ns = kNotTimed);
   // A sync that waited for collective `op` (counted in syncs and apart).
-  void record_collective_wait(std::string_view op);
+  void record_collective_wait(std::string_view op, int64_t wait_ns = kNotTimed);
   void record_collective(std::string_view name, int64_t bytes);
   void record_stream_wait();
 
   Counts snapshot() const;
+  // The host time waited in syncs so far (what snapshot().total().sync_wait_ns says), and whether
+  // every sync so far was timed.
+  struct SyncWait {
+    int64_t ns = 0;
+    bool complete = true;
+  };
+  SyncWait sync_wait() const;
   void clear();
   // Also put every event on this timeline (nullptr: counts only).
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
@@ -44,6 +57,8 @@ class EventCollector {
  private:
   PhaseCounts& current_phase_counts();  // requires mu_
   int64_t& launch_slot(std::string_view op);  // requires mu_
+  SyncSiteKey add_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
+                       bool collective_wait);  // requires mu_
 
   // Phase names are mostly string literals and op names live as long as the dispatcher: the hot
   // path finds its counters by address (checking the text, in case an address was reused)
@@ -56,6 +71,7 @@ class EventCollector {
 
   mutable std::mutex mu_;
   Counts counts_;
+  int64_t syncs_ = 0, timed_syncs_ = 0, sync_wait_ns_ = 0;  // the window's, for sync_wait()
   struct PhaseSlot {
     const std::string* name;
     PhaseCounts* counts;
@@ -87,13 +103,17 @@ namespace events {
 void record_launch(std::string_view op, int64_t begin_ns = 0) noexcept;
 void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns = 0,
                  bool cross_device = false) noexcept;
-void record_sync(std::string_view op, std::string_view reason) noexcept;
-void record_collective_wait(std::string_view op) noexcept;
+void record_sync(std::string_view op, std::string_view reason,
+                 int64_t wait_ns = kNotTimed) noexcept;
+void record_collective_wait(std::string_view op, int64_t wait_ns = kNotTimed) noexcept;
 void record_collective(std::string_view name, int64_t bytes) noexcept;
 void record_stream_wait() noexcept;
 bool collecting() noexcept;
 // trace_clock_ns() while a collector is active, else 0 (so that timing costs nothing when off).
 int64_t begin_time() noexcept;
+// The time since `begin` (a begin_time()), for a sync's wait; kNotTimed when `begin` is 0 (no
+// collector was active when it began, so nothing was timed).
+int64_t elapsed_since(int64_t begin) noexcept;
 }  // namespace events
 
 }  // namespace harness

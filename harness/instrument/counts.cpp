@@ -26,6 +26,13 @@ const CopyTally& PhaseCounts::copies(CopyKind kind) const {
   return const_cast<PhaseCounts*>(this)->copies(kind);
 }
 
+namespace {
+// Unset: not measured. Measured on either side: the sum of what was measured.
+void add_optional(std::optional<int64_t>& into, const std::optional<int64_t>& from) {
+  if (from) into = into.value_or(0) + *from;
+}
+}  // namespace
+
 void MemoryTally::add(const MemoryTally& later) {
   if (later.peak) peak = peak ? std::max(*peak, *later.peak) : *later.peak;
   if (later.allocated) allocated = later.allocated;
@@ -40,6 +47,8 @@ void PhaseCounts::add(const PhaseCounts& o) {
   cross_device.add(o.cross_device);
   syncs += o.syncs;
   collective_waits += o.collective_waits;
+  sync_wait_ns += o.sync_wait_ns;
+  timed_syncs += o.timed_syncs;
   memsets += o.memsets;
   stream_waits += o.stream_waits;
   for (const auto& [name, c] : o.collectives) {
@@ -47,13 +56,17 @@ void PhaseCounts::add(const PhaseCounts& o) {
     collectives[name].bytes += c.bytes;
   }
   memory.add(o.memory);
+  add_optional(gpu_time_ns, o.gpu_time_ns);
+  add_optional(gpu_span_ns, o.gpu_span_ns);
 }
 
 bool PhaseCounts::operator==(const PhaseCounts& o) const {
   return launches == o.launches && launches_by_op == o.launches_by_op && h2d == o.h2d &&
          d2h == o.d2h && d2d == o.d2d && cross_device == o.cross_device && syncs == o.syncs &&
-         collective_waits == o.collective_waits && memsets == o.memsets &&
-         stream_waits == o.stream_waits && collectives == o.collectives && memory == o.memory;
+         collective_waits == o.collective_waits && sync_wait_ns == o.sync_wait_ns &&
+         timed_syncs == o.timed_syncs && memsets == o.memsets && stream_waits == o.stream_waits &&
+         collectives == o.collectives && memory == o.memory && gpu_time_ns == o.gpu_time_ns &&
+         gpu_span_ns == o.gpu_span_ns;
 }
 
 PhaseCounts Counts::total() const {
@@ -65,9 +78,23 @@ PhaseCounts Counts::total() const {
 
 void Counts::add(const Counts& o) {
   for (const auto& [phase, c] : o.phases) phases[phase].add(c);
-  for (const auto& [site, n] : o.sync_sites) sync_sites[site] += n;
+  for (const auto& [site, t] : o.sync_sites) sync_sites[site].add(t);
   memory.add(o.memory);
 }
+
+namespace {
+
+std::optional<double> wait_time(const PhaseCounts& c, double divisor) {
+  if (c.timed_syncs != c.syncs) return std::nullopt;
+  return static_cast<double>(c.sync_wait_ns) / divisor;
+}
+
+std::optional<double> gpu_time(const PhaseCounts& c, double divisor) {
+  if (!c.gpu_time_ns) return std::nullopt;
+  return static_cast<double>(*c.gpu_time_ns) / divisor;
+}
+
+}  // namespace
 
 std::vector<Measurement> to_measurements(const PhaseCounts& c, double divisor) {
   auto v = [divisor](int64_t x) { return static_cast<double>(x) / divisor; };
@@ -90,6 +117,11 @@ std::vector<Measurement> to_measurements(const PhaseCounts& c, double divisor) {
        "synchronizations that waited for a collective to finish"},
       {"sync.other.count", v(c.syncs - c.collective_waits), "count",
        "synchronizations other than waits for a collective"},
+      {"sync.wait_time", wait_time(c, divisor), "ns",
+       "host time spent waiting in host-device synchronizations (null: not every sync was timed)"},
+      {"gpu_time", gpu_time(c, divisor), "ns",
+       "summed durations of the device's kernels, memcpys and memsets (null: not measured, as on "
+       "sim and cpu)"},
       {"memset.count", v(c.memsets), "count", "device memsets"},
       {"stream_wait.count", v(c.stream_waits), "count",
        "stream-wait-event (device-side waits, not host syncs)"},
@@ -131,9 +163,22 @@ std::vector<Measurement> memory_measurements(const PhaseCounts& c) {
   };
 }
 
+std::vector<Measurement> phase_only_measurements(const PhaseCounts& c) {
+  std::optional<double> span;
+  if (c.gpu_span_ns) span = static_cast<double>(*c.gpu_span_ns);
+  return {
+      {"gpu_span", span, "ns",
+       "GPU wall span of the phase: from the start of its first kernel, memcpy or memset to the "
+       "end of its last, summed over its occurrences (null: not measured, as on sim and cpu)"}};
+}
+
 std::vector<SyncSite> to_sync_sites(const Counts& counts) {
   std::vector<SyncSite> out;
-  for (const auto& [key, n] : counts.sync_sites) out.push_back({key.phase, key.op, key.reason, n});
+  for (const auto& [key, t] : counts.sync_sites) {
+    SyncSite site{key.phase, key.op, key.reason, t.count};
+    if (t.timed == t.count) site.wait_ns = t.wait_ns;
+    out.push_back(std::move(site));
+  }
   return out;
 }
 

@@ -58,16 +58,45 @@ struct PhaseCounts {
   CopyTally cross_device;     // copies that touched a device other than the current one (any kind)
   int64_t syncs = 0;
   int64_t collective_waits = 0;  // the syncs that were waits for a collective to finish
+  // Host time spent waiting in syncs, in ns, over the `timed_syncs` syncs whose wait the instrument
+  // measured (sim: the work inside `.item()`, a blocking copy, a synchronize or a collective wait;
+  // cuda: SYNCHRONIZATION records' end - start). A total only when every sync was timed.
+  int64_t sync_wait_ns = 0;
+  int64_t timed_syncs = 0;
   int64_t memsets = 0;       // CUDA memsets (CUPTI MEMSET records); sim has none
   int64_t stream_waits = 0;  // stream-wait-event: device-side, not a host sync
   std::map<std::string, CollectiveTally> collectives;
   MemoryCounts memory;
+  // GPU time, where device records are timed (CUPTI; unset on sim and cpu: not measured): the
+  // summed durations of the phase's kernels, memcpys and memsets, and the sum over the phase's
+  // occurrences of each one's span on the GPU (its first record's start to its last one's end).
+  std::optional<int64_t> gpu_time_ns;
+  std::optional<int64_t> gpu_span_ns;
 
   CopyTally& copies(CopyKind kind);
   const CopyTally& copies(CopyKind kind) const;
   // Counts are summed; memory is merged (MemoryTally::add), `other` taken as the later.
   void add(const PhaseCounts& other);
   bool operator==(const PhaseCounts& o) const;
+};
+
+// The syncs of one site: how many, and the host time spent waiting in the `timed` ones of them.
+struct SyncSiteTally {
+  int64_t count = 0;
+  int64_t wait_ns = 0;
+  int64_t timed = 0;
+  // One sync; `wait_ns` < 0: its wait was not measured.
+  void add_sync(int64_t wait) {
+    count += 1;
+    if (wait >= 0) {
+      wait_ns += wait;
+      timed += 1;
+    }
+  }
+  void add(const SyncSiteTally& o) { count += o.count; wait_ns += o.wait_ns; timed += o.timed; }
+  bool operator==(const SyncSiteTally& o) const {
+    return count == o.count && wait_ns == o.wait_ns && timed == o.timed;
+  }
 };
 
 struct SyncSiteKey {
@@ -83,7 +112,7 @@ struct SyncSiteKey {
 // Counts of a window of execution, keyed by innermost phase (kNoPhase when no phase was open).
 struct Counts {
   std::map<std::string, PhaseCounts> phases;
-  std::map<SyncSiteKey, int64_t> sync_sites;
+  std::map<SyncSiteKey, SyncSiteTally> sync_sites;
   MemoryCounts memory;  // the whole window, from its start to its end (outside phases too)
 
   // The sum of the phases' counts; memory: the window's peak (the largest) and its level at the
@@ -102,9 +131,14 @@ inline constexpr const char* kNoPhase = "(none)";
 // the end of a step, so that the step's time covers its device work): never counted.
 inline constexpr const char* kUncountedPhase = "harness.uncounted";
 
-// Turns counts into self-describing measurements (names such as "d2h.count", "sync.count").
-// `divisor` divides every value (the number of measured steps for per-step figures).
+// Turns counts into self-describing measurements (names such as "d2h.count", "sync.count",
+// "sync.wait_time", "gpu_time"). `divisor` divides every value (the number of measured steps for
+// per-step figures). Times not measured are null: sync.wait_time where a sync was not timed,
+// gpu_time where no device record is timed (sim, cpu).
 std::vector<Measurement> to_measurements(const PhaseCounts& counts, double divisor = 1.0);
+// What only a phase has ("gpu_span": a sum over its occurrences, which the window's total and
+// per-step figures have no counterpart for); null where not measured.
+std::vector<Measurement> phase_only_measurements(const PhaseCounts& counts);
 // Memory as measurements ("memory.peak_bytes", "host_memory.allocated_bytes", ...; null where not
 // measured). Levels: they go in `total` and each phase, never in per-step figures.
 std::vector<Measurement> memory_measurements(const PhaseCounts& counts);

@@ -23,6 +23,11 @@ class DispatcherInstrument final : public Instrument {
     collector_.set_sync_observer(std::move(observer));
     return true;
   }
+  std::optional<int64_t> sync_wait_so_far() const override {
+    const EventCollector::SyncWait w = collector_.sync_wait();
+    if (!w.complete) return std::nullopt;
+    return w.ns;
+  }
   void start() override { scope_.emplace(collector_); }
   void stop() override { scope_.reset(); }
   Counts take() override {

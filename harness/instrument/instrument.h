@@ -44,6 +44,11 @@ class Instrument {
   // that a step's time covers its device work (a no-op where the host already waited: sim, cpu).
   virtual void drain() {}
 
+  // The host time waited in syncs in the counts not yet taken, where the instrument knows it while
+  // it counts (sim, cpu; every sync timed); empty elsewhere (cuda: CUPTI's records are read in
+  // take()). StepWindow takes each step's sync wait from it.
+  virtual std::optional<int64_t> sync_wait_so_far() const { return std::nullopt; }
+
   // Count events between start() and stop(); counts accumulate until take().
   virtual void start() = 0;
   virtual void stop() = 0;

@@ -158,6 +158,7 @@ class MemoryInstrument final : public Instrument {
     return inner_->observe_syncs(std::move(observer));
   }
   void drain() override { inner_->drain(); }
+  std::optional<int64_t> sync_wait_so_far() const override { return inner_->sync_wait_so_far(); }
   void start() override {
     inner_->start();
     watch_.start();

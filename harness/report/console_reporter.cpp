@@ -45,17 +45,17 @@ std::string render_sync_sites(const ScenarioResult& s) {
   std::string out;
   for (const auto& v : s.variants) {
     if (v.sync_sites.empty()) continue;
-    TextTable table({}, "lllr");
-    for (const auto& site : top_sync_sites(v)) {
-      table.add_row({site.phase, site.op, site.reason, std::to_string(site.count)});
-    }
+    TextTable table({}, "lllrrr");
+    for (const auto& site : top_sync_sites(v)) table.add_row(sync_site_cells(v, site));
     out += "  " + v.name + "\n" + table.render("    ");
     if (v.sync_sites.size() > kSyncSitesShown) {
       out += "    ... and " + std::to_string(v.sync_sites.size() - kSyncSitesShown) + " more\n";
     }
   }
   return out.empty() ? ""
-                     : "\n  sync sites (phase, op, reason, count in the measured window)\n" + out;
+                     : "\n  sync sites (phase, op, reason, count and host time waited in the "
+                       "measured window, time waited per step)\n" +
+                           out;
 }
 
 // With --instrument-overhead: each variant's median step with the instrument on and off.
@@ -84,8 +84,19 @@ std::string render_phases(const ScenarioResult& s) {
     // Merged and single-rank variants; not the per-rank copies (axis "rank").
     if (!v.ran || v.measured_steps <= 0 || v.axes.count("rank")) continue;
     const Measurement* step = find_metric(v, "timing.step_time.median");
-    TextTable table({"phase", "launches", "copies", "syncs", "collectives", "median time", "share"},
-                    "lrrrrrr");
+    // GPU time and span (cuda) where measured; sync wait wherever measured.
+    bool gpu = false;
+    for (const auto& [phase, list] : v.phases) {
+      const Measurement* m = find_metric(v, "phase[" + phase + "].gpu_time");
+      gpu = gpu || (m && m->value);
+    }
+    std::vector<std::string> header = {"phase",       "launches",  "copies",      "syncs",
+                                       "collectives", "sync wait", "median time", "share"};
+    if (gpu) {
+      header.push_back("GPU time");
+      header.push_back("GPU span");
+    }
+    TextTable table(header, std::string(header.size() - 1, 'r').insert(0, "l"));
     bool any = false;
     for (const auto& entry : v.phases) {
       const std::string& phase = entry.first;  // a named variable: lambdas cannot capture bindings
@@ -99,14 +110,30 @@ std::string render_phases(const ScenarioResult& s) {
               ? std::to_string(static_cast<int>(std::lround(100.0 * *time->value / *step->value))) +
                     "%"
               : "-";
-      table.add_row({phase, per_step({"launch.count"}),
-                     per_step({"h2d.count", "d2h.count", "d2d.count"}), per_step({"sync.count"}),
-                     per_step({"collective.count"}), format_duration_ns(*time->value), share});
+      auto time_per_step = [&](const char* name) {
+        const std::optional<double> ns = phase_per_step(v, phase, {name});
+        return ns ? format_duration_ns(*ns) : std::string("-");
+      };
+      std::vector<std::string> row = {phase,
+                                      per_step({"launch.count"}),
+                                      per_step({"h2d.count", "d2h.count", "d2d.count"}),
+                                      per_step({"sync.count"}),
+                                      per_step({"collective.count"}),
+                                      time_per_step("sync.wait_time"),
+                                      format_duration_ns(*time->value),
+                                      share};
+      if (gpu) {
+        row.push_back(time_per_step("gpu_time"));
+        row.push_back(time_per_step("gpu_span"));
+      }
+      table.add_row(row);
       any = true;
     }
     if (any) {
       out += "\n  phases of " + v.name +
-             " (per step; counts where the phase is innermost, time including nested phases)\n" +
+             (gpu ? " (per step; counts, sync wait and GPU time"
+                  : " (per step; counts and sync wait") +
+             " where the phase is innermost, median time including nested phases)\n" +
              table.render("  ");
     }
   }

@@ -151,4 +151,20 @@ std::vector<SyncSite> top_sync_sites(const VariantResult& variant) {
   return sites;
 }
 
+std::vector<std::string> sync_site_header() {
+  return {"phase", "op", "reason", "count", "waited", "waited/step"};
+}
+
+std::vector<std::string> sync_site_cells(const VariantResult& variant, const SyncSite& site) {
+  std::string waited = "-", per_step = "-";
+  if (site.wait_ns) {
+    waited = format_duration_ns(static_cast<double>(*site.wait_ns));
+    if (variant.measured_steps > 0) {
+      per_step = format_duration_ns(static_cast<double>(*site.wait_ns) /
+                                    static_cast<double>(variant.measured_steps));
+    }
+  }
+  return {site.phase, site.op, site.reason, std::to_string(site.count), waited, per_step};
+}
+
 }  // namespace harness

@@ -45,5 +45,9 @@ std::optional<double> phase_per_step(const VariantResult& variant, const std::st
 // The sync sites reporters show per variant: the `kSyncSitesShown` most frequent ones.
 inline constexpr size_t kSyncSitesShown = 10;
 std::vector<SyncSite> top_sync_sites(const VariantResult& variant);
+// A sync site as reporters list it: phase, op, reason, count, the time waited in the measured
+// window and per measured step ("-" where not measured); the header of those cells.
+std::vector<std::string> sync_site_header();
+std::vector<std::string> sync_site_cells(const VariantResult& variant, const SyncSite& site);
 
 }  // namespace harness

@@ -587,12 +587,16 @@ std::string tables_block(const ScenarioResult& s) {
   std::vector<std::vector<std::string>> sites;
   for (const VariantResult& v : s.variants) {
     for (const SyncSite& site : top_sync_sites(v)) {
-      sites.push_back({v.name, site.phase, site.op, site.reason, std::to_string(site.count)});
+      std::vector<std::string> row = sync_site_cells(v, site);
+      row.insert(row.begin(), v.name);
+      sites.push_back(std::move(row));
     }
   }
   if (!sites.empty()) {
-    out += "<h4>Sync sites (count in the measured window)</h4>\n" +
-           html_table({"variant", "phase", "op", "reason", "count"}, sites, "llllr");
+    std::vector<std::string> header = sync_site_header();
+    header.insert(header.begin(), "variant");
+    out += "<h4>Sync sites (count and host time waited in the measured window)</h4>\n" +
+           html_table(header, sites, "llllrrr");
   }
   for (const VariantResult& v : s.variants) {
     for (const std::string& w : v.warnings) {

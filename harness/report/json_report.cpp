@@ -84,7 +84,13 @@ ReportJson variant_json(const VariantResult& v, MeasurementWriter& writer) {
   out["launches_by_op"] = v.launches_by_op;
   ReportJson& sites = out["sync_sites"] = ReportJson::array();
   for (const auto& s : v.sync_sites) {
-    sites.push_back({{"phase", s.phase}, {"op", s.op}, {"reason", s.reason}, {"count", s.count}});
+    ReportJson wait = nullptr;
+    if (s.wait_ns) wait = *s.wait_ns;
+    sites.push_back({{"phase", s.phase},
+                     {"op", s.op},
+                     {"reason", s.reason},
+                     {"count", s.count},
+                     {"wait_ns", wait}});
   }
   out["timing"] = writer.list(v.timing);
   ReportJson& samples = out["samples"] = ReportJson::object();

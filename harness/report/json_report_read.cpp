@@ -212,8 +212,14 @@ VariantResult read_variant(const Node& v, const MeasurementReader& reader) {
   }
   if (auto n = v.find("sync_sites")) {
     n->for_each_item([&](const Node& s) {
-      out.sync_sites.push_back({opt_string(s, "phase"), opt_string(s, "op"),
-                                opt_string(s, "reason"), s.member("count").integer()});
+      SyncSite site{opt_string(s, "phase"), opt_string(s, "op"), opt_string(s, "reason"),
+                    s.member("count").integer()};
+      // Since 1.3.0; absent or null: not measured.
+      if (auto w = s.find("wait_ns"); w && !w->json().is_null()) {
+        site.wait_ns = w->integer();
+        if (*site.wait_ns < 0) w->fail("expected a time in ns (an integer >= 0)");
+      }
+      out.sync_sites.push_back(std::move(site));
     });
   }
   out.timing = reader.list(v, "timing");

@@ -42,12 +42,16 @@ void write_scenario(std::ostringstream& out, const ScenarioResult& s) {
   std::vector<std::vector<std::string>> sites;
   for (const auto& v : s.variants) {
     for (const auto& site : top_sync_sites(v)) {
-      sites.push_back({v.name, site.phase, site.op, site.reason, std::to_string(site.count)});
+      std::vector<std::string> row = sync_site_cells(v, site);
+      row.insert(row.begin(), v.name);
+      sites.push_back(std::move(row));
     }
   }
   if (!sites.empty()) {
-    out << "\nSync sites (count in the measured window):\n\n";
-    write_table(out, {"variant", "phase", "op", "reason", "count"}, "llllr", sites);
+    out << "\nSync sites (count and host time waited in the measured window):\n\n";
+    std::vector<std::string> header = sync_site_header();
+    header.insert(header.begin(), "variant");
+    write_table(out, header, "llllrrr", sites);
   }
   for (const auto& v : s.variants) {
     for (const auto& w : v.warnings) out << "\n> **Warning** (" << v.name << "): " << w << "\n";

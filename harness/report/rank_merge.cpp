@@ -12,8 +12,14 @@
 namespace harness {
 namespace {
 
-// Sums `from` into `into` by measurement name (times, unit "ns": the slowest rank's); a name
-// missing or null on either side is null.
+// Times that add up over ranks as counts do (time every rank spent waiting, or its GPU busy);
+// other times (statistics, a phase's span) are the slowest rank's.
+bool summed_time(const Measurement& m) {
+  return m.name == "sync.wait_time" || m.name == "gpu_time";
+}
+
+// Sums `from` into `into` by measurement name (times, unit "ns": the slowest rank's, but for
+// summed_time); a name missing or null on either side is null.
 void add_measurements(std::vector<Measurement>& into, const std::vector<Measurement>& from) {
   std::map<std::string, const Measurement*> by_name;
   for (const Measurement& m : from) by_name[m.name] = &m;
@@ -21,7 +27,7 @@ void add_measurements(std::vector<Measurement>& into, const std::vector<Measurem
     auto it = by_name.find(m.name);
     if (it == by_name.end() || !it->second->value || !m.value) {
       m.value.reset();
-    } else if (m.unit == "ns") {
+    } else if (m.unit == "ns" && !summed_time(m)) {
       m.value = std::max(*m.value, *it->second->value);
     } else {
       *m.value += *it->second->value;
@@ -41,7 +47,7 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
   merged.sync_sites.clear();
   merged.error.clear();
   merged.warnings.clear();
-  std::map<std::tuple<std::string, std::string, std::string>, int64_t> sites;
+  std::map<std::tuple<std::string, std::string, std::string>, SyncSite> sites;
   size_t slowest = 0;
   bool any_failed_check = false;
   std::string details;
@@ -66,7 +72,14 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
       }
       for (const auto& [op, n] : v.launches_by_op) merged.launches_by_op[op] += n;
     }
-    for (const SyncSite& s : v.sync_sites) sites[{s.phase, s.op, s.reason}] += s.count;
+    for (const SyncSite& s : v.sync_sites) {
+      auto [it, added] = sites.try_emplace({s.phase, s.op, s.reason}, s);
+      if (added) continue;
+      SyncSite& sum = it->second;  // waits summed, as counts; unknown on a rank: unknown
+      sum.count += s.count;
+      sum.wait_ns = sum.wait_ns && s.wait_ns ? std::optional<int64_t>(*sum.wait_ns + *s.wait_ns)
+                                             : std::nullopt;
+    }
     if (median_step_time(v) > median_step_time(*ranks[slowest])) slowest = r;
     if (v.correctness.checked) {
       merged.correctness.checked = true;
@@ -76,9 +89,7 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
     }
     for (const std::string& w : v.warnings) merged.warnings.push_back("rank " + std::to_string(r) + ": " + w);
   }
-  for (const auto& [key, n] : sites) {
-    merged.sync_sites.push_back({std::get<0>(key), std::get<1>(key), std::get<2>(key), n});
-  }
+  for (const auto& [key, site] : sites) merged.sync_sites.push_back(site);
   if (merged.correctness.checked) {
     merged.correctness.passed = !any_failed_check;
     merged.correctness.detail = details;

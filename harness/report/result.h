@@ -30,6 +30,9 @@ struct SyncSite {
   std::string op;      // e.g. "aten::_local_scalar_dense"
   std::string reason;  // e.g. "item", "blocking copy D2H", "device synchronize"
   int64_t count = 0;
+  // Host time spent waiting in these syncs, in ns (sim: the work inside them; cuda: the
+  // SYNCHRONIZATION records' durations); empty: not measured for every one of them.
+  std::optional<int64_t> wait_ns;
 };
 
 struct Correctness {

@@ -11,6 +11,12 @@
 namespace harness {
 namespace {
 
+// Time series compared only when asked for (--phase-times): each phase's time, and each step's
+// time waited in syncs (microseconds on sim, where timer noise dominates).
+bool diagnostic_series(const std::string& name) {
+  return starts_with(name, "phase[") || name == "sync.wait_time";
+}
+
 // Counts are exact; this only absorbs floating-point rounding of per-step divisions.
 constexpr double kCountTolerance = 1e-9;
 
@@ -160,7 +166,7 @@ class VariantComparer {
     std::set<std::string> names;
     for (const auto* v : {&base_, &head_}) {
       for (const auto& [name, _] : v->samples) {
-        if (phase_times_ || !starts_with(name, "phase[")) names.insert(name);
+        if (phase_times_ || !diagnostic_series(name)) names.insert(name);
       }
     }
     if (names.empty()) {  // reports before schema 1.2: medians only, nothing to test
@@ -187,6 +193,15 @@ class VariantComparer {
         continue;
       }
       ComparedMetric m = row(metric, "ns", median(b), median(h));
+      auto all_zero = [](const std::vector<double>* s) {
+        return std::all_of(s->begin(), s->end(), [](double x) { return x == 0; });
+      };
+      if (!b->empty() && !h->empty() && all_zero(b) && all_zero(h)) {
+        m.change = Change::Unchanged;  // no time on either side (a variant without syncs)
+        m.note = "0 in every step on both sides";
+        rows_.push_back(std::move(m));
+        continue;
+      }
       m.time = harness::compare_times(*h, *b, options_);
       switch (m.time->verdict) {
         case TimeVerdict::Regression: m.change = Change::Regression; break;

@@ -60,9 +60,10 @@ struct RunComparison {
   std::string tally() const;
 };
 
-// `phase_times`: also test each phase's time series (samples.phase[...].time), not only the
-// step's wall and CPU times. They are diagnostic: short phases are dominated by timer and
-// scheduling noise, so they are left out unless asked for.
+// `phase_times`: also test each phase's time series (samples.phase[...].time) and each step's
+// time waited in syncs (samples.sync.wait_time), not only the step's wall and CPU times. They are
+// diagnostic: short phases and waits are dominated by timer and scheduling noise, so they are
+// left out unless asked for.
 RunComparison compare_reports(const RunReport& base, const RunReport& head,
                               const TimeTestOptions& time_options, bool phase_times = false);
 

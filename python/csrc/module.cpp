@@ -40,6 +40,8 @@ py::dict phase_dict(const PhaseCounts& c) {
   d["d2d"] = copy_dict(c.d2d);
   d["cross_device"] = copy_dict(c.cross_device);
   d["syncs"] = c.syncs;
+  d["sync_wait_ns"] = c.timed_syncs == c.syncs ? py::object(py::int_(c.sync_wait_ns))
+                                               : py::object(py::none());
   d["collective_waits"] = c.collective_waits;
   d["stream_waits"] = c.stream_waits;
   py::dict collectives;
@@ -68,12 +70,15 @@ py::dict counts_dict(const CountSession& s) {
   for (const auto& [name, c] : counts.phases) phases[py::str(name)] = phase_dict(c);
   d["phases"] = phases;
   py::list sites;
-  for (const auto& [key, n] : counts.sync_sites) {
+  for (const auto& [key, tally] : counts.sync_sites) {
     py::dict site;
     site["phase"] = key.phase;
     site["op"] = key.op;
     site["reason"] = key.reason;
-    site["count"] = n;
+    site["count"] = tally.count;
+    // Host time waited in these syncs (ns); None unless every one of them was timed.
+    site["wait_ns"] = tally.timed == tally.count ? py::object(py::int_(tally.wait_ns))
+                                                 : py::object(py::none());
     py::dict frames;
     const auto it = s.sync_frames().find(key);
     if (it != s.sync_frames().end()) {

@@ -38,14 +38,16 @@ class phase(contextlib.ContextDecorator):
 @dataclasses.dataclass(frozen=True)
 class SyncSite:
     """Where host-device synchronisations came from: the phase, the op, why it synced, how many
-    times, and the Python frames that called it (``"file:line in function (library frame)"`` ->
-    count; empty for syncs on threads without Python frames, such as the autograd engine's)."""
+    times, the Python frames that called it (``"file:line in function (library frame)"`` ->
+    count; empty for syncs on threads without Python frames, such as the autograd engine's), and
+    the host time waited in them (ns; on sim the time of the read or copy itself)."""
 
     phase: str
     op: str
     reason: str
     count: int
     frames: Mapping[str, int]
+    wait_ns: int | None = None
 
     def __str__(self) -> str:
         frames = [(f, n) for f, n in self.frames.items() if f]
@@ -132,8 +134,8 @@ class Counts:
 
     @property
     def sync_sites(self) -> list[SyncSite]:
-        return [SyncSite(s["phase"], s["op"], s["reason"], s["count"], dict(s["frames"]))
-                for s in self._counts()["sync_sites"]]
+        return [SyncSite(s["phase"], s["op"], s["reason"], s["count"], dict(s["frames"]),
+                         s["wait_ns"]) for s in self._counts()["sync_sites"]]
 
     def per_step(self, figure: str) -> float:
         """A total divided by the steps: "launches", "syncs", "h2d", "d2h", "d2d" (copy counts)."""

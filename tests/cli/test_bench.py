@@ -56,6 +56,87 @@ class PhaseTimes(unittest.TestCase):
         self.assertNotIn("phases of", plain.stdout)
 
 
+class SyncWait(unittest.TestCase):
+    """The host time waited in syncs, per sync site and in total; GPU time is null on sim."""
+
+    def test_sync_wait_in_report_console_markdown_gate_and_compare(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.json")
+            md = os.path.join(tmp, "r.md")
+            gate = os.path.join(tmp, "gate.json")
+            with open(gate, "w") as f:
+                json.dump({"gate_version": 1, "rules": [
+                    {"name": "move_all waits in syncs", "scenario": "resume_adam",
+                     "variant": "resume_move_all/*", "metric": "per_step.sync.wait_time",
+                     "min": 1},
+                    {"name": "fresh never waits", "scenario": "resume_adam",
+                     "variant": "fresh/foreach", "metric": "total.sync.wait_time", "max": 0}]}, f)
+            r = bench("--scenario", "resume_adam", "--device", "sim", "--variant", "resume_move_all/*",
+                      "--variant", "fresh/foreach", "--phases", "--out", out, "--markdown", md,
+                      "--gate", gate)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("gate: 3 passed, 0 failed", r.stdout)
+            with open(out) as f:
+                report = json.load(f)
+            with open(md) as f:
+                markdown = f.read()
+            self.assertRegex(report["schema_version"], r"^1\.(3|[4-9]|\d\d)\.")
+            units = report["measurements"]
+            for name in ("sync.wait_time", "gpu_time", "gpu_span"):
+                self.assertEqual(units[name]["unit"], "ns")
+            variants = {v["name"]: v for v in report["scenarios"][0]["variants"]}
+            for name in ("resume_move_all/foreach", "resume_move_all/forloop"):
+                v = variants[name]
+                steps = v["measured_steps"]
+                item = [s for s in v["sync_sites"] if s["op"] == "aten::_local_scalar_dense"]
+                self.assertEqual(len(item), 1)
+                self.assertIsInstance(item[0]["wait_ns"], int)
+                self.assertGreater(item[0]["wait_ns"], 0)
+                total = v["total"]["sync.wait_time"]
+                # Every sync is in a site: the sites' waits add up to the total, exactly.
+                self.assertEqual(sum(s["wait_ns"] for s in v["sync_sites"]), total)
+                self.assertEqual(sum(p["sync.wait_time"] for p in v["phases"].values()), total)
+                self.assertGreaterEqual(v["phases"]["optimizer.step"]["sync.wait_time"],
+                                        item[0]["wait_ns"])
+                self.assertAlmostEqual(v["per_step"]["sync.wait_time"], total / steps, delta=1e-6 * total)
+                samples = v["samples"]["sync.wait_time"]
+                self.assertEqual(len(samples), steps)
+                self.assertEqual(sum(samples), total)
+                # Not measured on sim: null, never 0.
+                self.assertIsNone(v["per_step"]["gpu_time"])
+                self.assertIsNone(v["total"]["gpu_time"])
+                self.assertIsNone(v["phases"]["optimizer.step"]["gpu_time"])
+                self.assertIsNone(v["phases"]["optimizer.step"]["gpu_span"])
+                self.assertNotIn("gpu_span", v["total"])
+            fresh = variants["fresh/foreach"]
+            self.assertEqual(fresh["total"]["sync.wait_time"], 0)
+            self.assertEqual(fresh["samples"]["sync.wait_time"], [0] * fresh["measured_steps"])
+            # Console: the sites with their wait; --phases with the sync wait per step.
+            self.assertIn("host time waited in the measured window", r.stdout)
+            row = next(line for line in r.stdout.splitlines()
+                       if "aten::_local_scalar_dense" in line and "item" in line)
+            self.assertRegex(row, r"item\s+100\s+[0-9.]+ (ns|µs|ms|s)\s+[0-9.]+ (ns|µs|ms|s)$")
+            self.assertIn("sync wait", r.stdout)
+            header = next(line for line in r.stdout.splitlines() if "sync wait" in line
+                          and "median time" in line)
+            self.assertNotIn("GPU", header)  # GPU time and span: not measured on sim
+            self.assertIn("| variant | phase | op | reason | count | waited | waited/step |", markdown)
+
+            # bench compare: the per-step sync wait is a diagnostic series (--phase-times).
+            plain = bench("compare", out, out, "--format", "json")
+            self.assertEqual(plain.returncode, 0, plain.stderr)
+            self.assertFalse([row for row in json.loads(plain.stdout)["rows"]
+                              if row["metric"] == "samples.sync.wait_time"])
+            js = bench("compare", out, out, "--format", "json", "--phase-times", "--strict",
+                       "--min-samples", "5")
+            self.assertEqual(js.returncode, 0, js.stdout + js.stderr)
+            rows = {row["variant"]: row for row in json.loads(js.stdout)["rows"]
+                    if row["metric"] == "samples.sync.wait_time"}
+            self.assertEqual(set(rows), set(variants))
+            self.assertEqual(rows["fresh/foreach"]["change"], "unchanged")  # 0 on both sides
+            self.assertEqual(rows["resume_move_all/foreach"]["change"], "unchanged")
+
+
 class ResumeAdamRun(unittest.TestCase):
     """One real run of the main job, shared by the checks below."""
 
@@ -145,13 +226,18 @@ class ResumeAdamRun(unittest.TestCase):
         self.assertEqual(run.returncode, 0, run.stderr)
         with open(again_path) as f:
             again = {v["name"]: v for v in json.load(f)["scenarios"][0]["variants"]}
-        def counts_only(phases):  # phase times are times, not counts
-            return {p: {k: x for k, x in m.items() if not k.startswith("time.")}
-                    for p, m in phases.items()}
+        units = self.report["measurements"]
+        def counts_only(measurements):  # times (unit ns: phase times, sync waits) are not counts
+            return {k: x for k, x in measurements.items() if units[k]["unit"] != "ns"}
+        def sites_only(sites):  # the time waited at a site is a time
+            return [{k: x for k, x in s.items() if k != "wait_ns"} for s in sites]
         for name, v in self.variants.items():
-            for key in ("per_step", "total", "launches_by_op", "sync_sites"):
-                self.assertEqual(v[key], again[name][key], (name, key))
-            self.assertEqual(counts_only(v["phases"]), counts_only(again[name]["phases"]), name)
+            for key in ("per_step", "total"):
+                self.assertEqual(counts_only(v[key]), counts_only(again[name][key]), (name, key))
+            self.assertEqual(v["launches_by_op"], again[name]["launches_by_op"], name)
+            self.assertEqual(sites_only(v["sync_sites"]), sites_only(again[name]["sync_sites"]), name)
+            self.assertEqual({p: counts_only(m) for p, m in v["phases"].items()},
+                             {p: counts_only(m) for p, m in again[name]["phases"].items()}, name)
 
 
 class FusedAdamRun(unittest.TestCase):

@@ -208,6 +208,36 @@ TEST(JsonReport, SamplesRoundTripAndBadOnesAreNamed) {
   EXPECT_CONTAINS(input_error([&] { report_from_json(j, "r.json"); }), "expected an array");
 }
 
+// Sync sites' wait (schema 1.3.0): an integer in ns, null where not measured; a report written
+// before 1.3.0 has none and reads as not measured.
+TEST(JsonReport, SyncSiteWaitRoundTripsAndOlderReportsHaveNone) {
+  const RunReport report = sample_report();
+  ReportJson j = to_json(report);
+  const ReportJson& sites = j["scenarios"][0]["variants"][1]["sync_sites"];
+  EXPECT_EQ(sites[0]["wait_ns"], 123456);
+  EXPECT_TRUE(sites[1]["wait_ns"].is_null());
+  EXPECT_TRUE(sites[1].contains("wait_ns"));
+  const RunReport back = report_from_json(j, "r.json");
+  const VariantResult& v = back.scenarios[0].variants[1];
+  EXPECT_EQ(v.sync_sites[0].wait_ns, 123456);
+  EXPECT_EQ(v.sync_sites[1].wait_ns, std::nullopt);
+  EXPECT_EQ(*find_metric(v, "total.sync.wait_time")->value, 123456);
+  EXPECT_EQ(find_metric(v, "phase[optimizer.step].gpu_time")->value, std::nullopt);
+  EXPECT_EQ(find_samples(v, "samples.sync.wait_time")->size(), 5u);
+
+  ReportJson old = j;
+  old["schema_version"] = "1.2.0";
+  old["scenarios"][0]["variants"][1]["sync_sites"][0].erase("wait_ns");
+  EXPECT_EQ(report_from_json(old, "old.json").scenarios[0].variants[1].sync_sites[0].wait_ns,
+            std::nullopt);
+
+  for (const ReportJson& bad : {ReportJson("slow"), ReportJson(-5), ReportJson(1.5)}) {
+    j["scenarios"][0]["variants"][1]["sync_sites"][0]["wait_ns"] = bad;
+    EXPECT_CONTAINS(input_error([&] { report_from_json(j, "r.json"); }),
+                    "scenarios[0].variants[1].sync_sites[0].wait_ns");
+  }
+}
+
 TEST(JsonReport, SchemaVersionIsChecked) {
   ReportJson j = to_json(sample_report());
   j["schema_version"] = "2.0.0";

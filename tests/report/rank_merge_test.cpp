@@ -49,6 +49,33 @@ TEST(RankMerge, SumsCountsKeepsSlowestTimingAndAddsPerRankVariants) {
   EXPECT_EQ(*find_metric(merged.variants[2], "per_step.sync.count")->value, 3);
 }
 
+// Time waited in syncs and GPU time add up over ranks, as counts do; a phase's GPU span and the
+// step-time statistics are the slowest rank's. A site's wait unknown on one rank is unknown.
+TEST(RankMerge, SyncWaitAndGpuTimeAreSummedSpansAreTheSlowestRanks) {
+  VariantResult r0 = variant("a", 1, 1, 1);
+  VariantResult r1 = variant("a", 1, 1, 1);
+  r0.total.push_back({"sync.wait_time", 1000, "ns", ""});
+  r1.total.push_back({"sync.wait_time", 3000, "ns", ""});
+  r0.phases["optimizer.step"].push_back({"gpu_time", 200, "ns", ""});
+  r1.phases["optimizer.step"].push_back({"gpu_time", 500, "ns", ""});
+  r0.phases["optimizer.step"].push_back({"gpu_span", 400, "ns", ""});
+  r1.phases["optimizer.step"].push_back({"gpu_span", 700, "ns", ""});
+  r0.sync_sites = {{"optimizer.step", "aten::_local_scalar_dense", "item", 3, 900},
+                   {"checkpoint.load", "aten::copy_", "blocking copy D2H", 1, 50}};
+  r1.sync_sites = {{"optimizer.step", "aten::_local_scalar_dense", "item", 2, 100},
+                   {"checkpoint.load", "aten::copy_", "blocking copy D2H", 1, std::nullopt}};
+  const VariantResult a = merge_rank_results({scenario({r0}), scenario({r1})}).variants[0];
+  EXPECT_EQ(*find_metric(a, "total.sync.wait_time")->value, 4000);
+  EXPECT_EQ(*find_metric(a, "phase[optimizer.step].gpu_time")->value, 700);
+  EXPECT_EQ(*find_metric(a, "phase[optimizer.step].gpu_span")->value, 700);
+  ASSERT_EQ(a.sync_sites.size(), 2u);
+  EXPECT_EQ(a.sync_sites[0].phase, "checkpoint.load");
+  EXPECT_EQ(a.sync_sites[0].count, 2);
+  EXPECT_EQ(a.sync_sites[0].wait_ns, std::nullopt);
+  EXPECT_EQ(a.sync_sites[1].count, 5);
+  EXPECT_EQ(a.sync_sites[1].wait_ns, 1000);
+}
+
 // Memory levels of a merged variant are summed too (their descriptions say so): the sum of the
 // ranks' peaks bounds the peak of all ranks together.
 TEST(RankMerge, MemoryIsSummedOverRanksAndNullStaysNull) {

@@ -73,9 +73,11 @@ TEST(ConsoleReporter, PrintsTablesSyncSitesAndWarnings) {
   EXPECT_CONTAINS(text, "\n  syncs by parameter count\n");
   expect_line(text, "\n  params +syncs\n  -+\n +4 +8\n +64 +128\n");
   EXPECT_CONTAINS(text, "sync sites");
+  // The time waited in the window and per step; "-": not measured.
   expect_line(text,
               "\n  resume_move_all/foreach\n    optimizer.step +aten::_local_scalar_dense +"
-              "item +40\n    checkpoint.load +aten::_copy_from +blocking copy D2H +2\n");
+              "item +40 +123.5 µs +24.7 µs\n    checkpoint.load +aten::_copy_from +blocking copy "
+              "D2H +2 +- +-\n");
   EXPECT_CONTAINS(text, "warning (resume_move_all/foreach): step tensors live on the device\n");
   EXPECT_CONTAINS(text, "\n***WARNING*** debug build: times are not representative\n");
 }
@@ -85,7 +87,7 @@ TEST(ConsoleReporter, LongSyncSiteListsAreCut) {
   VariantResult& v = sample_variant(report, "fresh/foreach");
   for (int i = 0; i < 13; ++i) v.sync_sites.push_back({"p" + std::to_string(i), "op", "item", i});
   const std::string text = console_output(report);
-  EXPECT_CONTAINS(text, "    p12  op  item  12\n");
+  EXPECT_CONTAINS(text, "    p12  op  item  12  -  -\n");
   EXPECT_EQ(text.find("    p2 "), std::string::npos);
   EXPECT_CONTAINS(text, "    ... and 3 more\n");
 }
@@ -121,7 +123,8 @@ TEST(MarkdownReporter, WritesTheSummaryFile) {
   EXPECT_CONTAINS(text, "### syncs by parameter count\n");
   EXPECT_CONTAINS(text,
                   "| resume_move_all/foreach | optimizer.step | aten::_local_scalar_dense | "
-                  "item | 40 |\n");
+                  "item | 40 | 123.5 µs | 24.7 µs |\n");
+  EXPECT_CONTAINS(text, "| variant | phase | op | reason | count | waited | waited/step |\n");
 }
 
 TEST(JsonReporter, WritesAReportThatReadsBack) {

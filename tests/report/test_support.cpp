@@ -77,8 +77,13 @@ RunReport sample_report() {
   s.config = {{"params", "4"}, {"steps", "5"}};
   s.variants.push_back(variant("fresh/foreach", 42, 4, 0));
   VariantResult move_all = variant("resume_move_all/foreach", 42, 12, 8);
-  move_all.sync_sites = {{"optimizer.step", "aten::_local_scalar_dense", "item", 40},
+  move_all.sync_sites = {{"optimizer.step", "aten::_local_scalar_dense", "item", 40, 123456},
                          {"checkpoint.load", "aten::_copy_from", "blocking copy D2H", 2}};
+  move_all.per_step.push_back({"sync.wait_time", 24691.2, "ns", "host time waited in syncs"});
+  move_all.total.push_back({"sync.wait_time", 123456, "ns", "host time waited in syncs"});
+  move_all.phases["optimizer.step"].push_back(
+      {"gpu_time", std::nullopt, "ns", "summed durations of the device's work"});
+  move_all.samples["sync.wait_time"] = {24000, 25000, 24691, 24765, 25000};
   move_all.warnings = {"step tensors live on the device"};
   s.variants.push_back(move_all);
   s.variants.push_back(variant("resume_keep_step/foreach", 42, 4, 0));
@@ -111,7 +116,8 @@ bool operator==(const Measurement& a, const Measurement& b) {
          std::tie(b.name, b.value, b.unit, b.description);
 }
 bool operator==(const SyncSite& a, const SyncSite& b) {
-  return std::tie(a.phase, a.op, a.reason, a.count) == std::tie(b.phase, b.op, b.reason, b.count);
+  return std::tie(a.phase, a.op, a.reason, a.count, a.wait_ns) ==
+         std::tie(b.phase, b.op, b.reason, b.count, b.wait_ns);
 }
 bool operator==(const VariantResult& a, const VariantResult& b) {
   return std::tie(a.name, a.axes, a.ran, a.error, a.expected_failure, a.measured_steps, a.per_step,

@@ -51,8 +51,11 @@ void api_call(CuptiAggregator& a, uint32_t correlation, uint64_t start, uint64_t
 }
 
 void memcpy_record(CuptiAggregator& a, uint32_t correlation, uint8_t kind, uint8_t src,
-                   uint8_t dst, uint64_t bytes, uint64_t copies) {
+                   uint8_t dst, uint64_t bytes, uint64_t copies, uint64_t start = 0,
+                   uint64_t end = 0) {
   CUpti_ActivityMemcpy6 m{};
+  m.start = start;
+  m.end = end;
   m.kind = CUPTI_ACTIVITY_KIND_MEMCPY;
   m.correlationId = correlation;
   m.copyKind = kind;
@@ -63,8 +66,11 @@ void memcpy_record(CuptiAggregator& a, uint32_t correlation, uint8_t kind, uint8
   feed(a, m);
 }
 
-void sync_record(CuptiAggregator& a, uint32_t correlation, CUpti_ActivitySynchronizationType t) {
+void sync_record(CuptiAggregator& a, uint32_t correlation, CUpti_ActivitySynchronizationType t,
+                 uint64_t start = 0, uint64_t end = 0) {
   CUpti_ActivitySynchronization2 s{};
+  s.start = start;
+  s.end = end;
   s.kind = CUPTI_ACTIVITY_KIND_SYNCHRONIZATION;
   s.correlationId = correlation;
   s.type = t;
@@ -123,7 +129,7 @@ TEST(CuptiAggregator, OnlySynchronizeCallsAreSyncsAndStreamWaitsAreApart) {
   EXPECT_EQ(c.syncs, 3);
   EXPECT_EQ(c.stream_waits, 1);
   EXPECT_EQ(counts.sync_sites.size(), 3u);
-  EXPECT_EQ(counts.sync_sites.at({"optimizer.step", "cuda", "stream synchronize"}), 1);
+  EXPECT_EQ(counts.sync_sites.at({"optimizer.step", "cuda", "stream synchronize"}).count, 1);
 }
 
 TEST(CuptiAggregator, MemsetsAreCountedApartFromLaunches) {
@@ -246,6 +252,121 @@ TEST(CuptiAggregator, TraceHasKernelsCallsAndLaunchFlows) {
   EXPECT_NE(starts[0].at("id"), starts[1].at("id"));
   // Launch at +1 us, kernel at +5 us: the arrow spans 4 us on the trace's clock.
   EXPECT_NEAR(finishes[0].at("ts").get<double>() - starts[0].at("ts").get<double>(), 4.0, 1e-6);
+}
+
+void memset_record(CuptiAggregator& a, uint32_t correlation, uint64_t start, uint64_t end) {
+  CUpti_ActivityMemset4 m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMSET;
+  m.correlationId = correlation;
+  m.start = start;
+  m.end = end;
+  feed(a, m);
+}
+
+// GPU time: a phase's kernels, memcpys and memsets' durations summed; its span: per occurrence
+// (the phase's begin before the issuing call), first start to last end, summed.
+TEST(CuptiAggregator, GpuTimeAndSpanPerPhaseFromDeviceRecords) {
+  CuptiAggregator a;
+  const uint64_t forward = a.phase_id("train.forward");
+  const uint64_t step = a.phase_id("optimizer.step");
+  // train.forward twice; optimizer.step once, between them.
+  a.phase_began(forward, 1000);
+  a.phase_ended(1900);
+  a.phase_began(step, 1950);
+  a.phase_ended(1990);
+  a.phase_began(forward, 10000);
+  a.phase_ended(10900);
+  // First occurrence: a kernel and a memcpy, issued at 1100 and 1200.
+  correlate(a, 1, "train.forward");
+  api_call(a, 1, 1100, 1150, 1);
+  kernel(a, 1, "gemm", 2000, 2500);
+  correlate(a, 2, "train.forward");
+  api_call(a, 2, 1200, 1250, 1);
+  memcpy_record(a, 2, CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+                CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 64, 1, 2600, 2900);
+  // Second occurrence: a kernel and a memset; the memset's call is unknown, so its own start
+  // (11500, after the begin at 10000) places it.
+  correlate(a, 3, "train.forward");
+  api_call(a, 3, 10100, 10150, 1);
+  kernel(a, 3, "gemm", 11000, 11400);
+  correlate(a, 4, "train.forward");
+  memset_record(a, 4, 11500, 11600);
+  // optimizer.step: a kernel that runs after the second forward began (the GPU lags): its call,
+  // at 1960, says which occurrence it belongs to.
+  correlate(a, 5, "optimizer.step");
+  api_call(a, 5, 1960, 1970, 1);
+  kernel(a, 5, "adam", 10500, 10800);
+  // A phase with a sync only: it had no GPU work (0 ns, measured).
+  correlate(a, 6, "checkpoint.load");
+  sync_record(a, 6, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 12000, 12700);
+  // The harness's own wait is not counted.
+  correlate(a, 7, kUncountedPhase);
+  kernel(a, 7, "uncounted", 13000, 14000);
+
+  const Counts c = a.resolve();
+  const PhaseCounts& f = c.phases.at("train.forward");
+  EXPECT_EQ(f.gpu_time_ns, 500 + 300 + 400 + 100);
+  EXPECT_EQ(f.gpu_span_ns, (2900 - 2000) + (11600 - 11000));
+  const PhaseCounts& o = c.phases.at("optimizer.step");
+  EXPECT_EQ(o.gpu_time_ns, 300);
+  EXPECT_EQ(o.gpu_span_ns, 300);
+  const PhaseCounts& load = c.phases.at("checkpoint.load");
+  EXPECT_EQ(load.gpu_time_ns, 0);
+  EXPECT_EQ(load.gpu_span_ns, 0);
+  EXPECT_EQ(c.total().gpu_time_ns, 1300 + 300);
+
+  // As measurements: gpu_time per step and in total and phases; gpu_span in phases only.
+  std::map<std::string, std::optional<double>> total, phase;
+  for (const Measurement& m : to_measurements(c.total(), 2.0)) total[m.name] = m.value;
+  for (const Measurement& m : phase_only_measurements(f)) phase[m.name] = m.value;
+  EXPECT_EQ(total.at("gpu_time"), 800.0);
+  EXPECT_EQ(phase.at("gpu_span"), 1500.0);
+  EXPECT_EQ(total.count("gpu_span"), 0u);
+}
+
+// A sync's wait on cuda: its SYNCHRONIZATION record's end - start, by site; a record CUPTI could
+// not time makes its site's wait unknown.
+TEST(CuptiAggregator, SyncWaitIsTheSynchronizationRecordsDuration) {
+  CuptiAggregator a;
+  correlate(a, 1, "optimizer.step");
+  sync_record(a, 1, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 5000, 5700);
+  correlate(a, 2, "optimizer.step");
+  sync_record(a, 2, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 6000, 6050);
+  correlate(a, 3, "optimizer.step");
+  sync_record(a, 3, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_WAIT_EVENT, 6100, 9000);
+  correlate(a, 4, "checkpoint.save");
+  sync_record(a, 4, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_EVENT_SYNCHRONIZE);  // no times
+  const Counts c = a.resolve();
+  const PhaseCounts& step = c.phases.at("optimizer.step");
+  EXPECT_EQ(step.syncs, 2);
+  EXPECT_EQ(step.timed_syncs, 2);
+  EXPECT_EQ(step.sync_wait_ns, 750);  // stream-wait-event is device-side: no host wait
+  const SyncSiteTally& site = c.sync_sites.at({"optimizer.step", "cuda", "stream synchronize"});
+  EXPECT_EQ(site.count, 2);
+  EXPECT_EQ(site.wait_ns, 750);
+  const std::vector<SyncSite> sites = to_sync_sites(c);
+  ASSERT_EQ(sites.size(), 2u);
+  EXPECT_EQ(sites[0].phase, "checkpoint.save");
+  EXPECT_EQ(sites[0].wait_ns, std::nullopt);
+  EXPECT_EQ(sites[1].wait_ns, 750);
+  std::map<std::string, std::optional<double>> save;
+  for (const Measurement& m : to_measurements(c.phases.at("checkpoint.save")))
+    save[m.name] = m.value;
+  EXPECT_EQ(save.at("sync.wait_time"), std::nullopt);
+  EXPECT_EQ(save.at("sync.count"), 1.0);
+}
+
+// A kernel CUPTI could not time leaves its phase's GPU time unknown, not short.
+TEST(CuptiAggregator, AnUntimedDeviceRecordMakesGpuTimeUnknown) {
+  CuptiAggregator a;
+  correlate(a, 1, "train.backward");
+  kernel(a, 1, "timed", 100, 200);
+  correlate(a, 2, "train.backward");
+  kernel(a, 2, "untimed");
+  const Counts c = a.resolve();
+  EXPECT_EQ(c.phases.at("train.backward").launches, 2);
+  EXPECT_EQ(c.phases.at("train.backward").gpu_time_ns, std::nullopt);
+  EXPECT_EQ(c.phases.at("train.backward").gpu_span_ns, std::nullopt);
 }
 
 TEST(CuptiAggregator, PhaseIdsAreStableAndNeverZero) {

@@ -6,6 +6,8 @@
 #include "harness/instrument/collector.h"
 #include "harness/instrument/phase.h"
 #include "harness/instrument/sim/sim_device.h"
+#include "harness/instrument/trace.h"
+#include "harness/measure.h"
 
 namespace harness {
 namespace {
@@ -134,6 +136,91 @@ TEST_F(SimDevice, SameDeviceContiguousCopyIsD2DAndStridedCopyIsALaunch) {
 TEST_F(SimDevice, ExplicitSynchronizeIsASync) {
   const PhaseCounts c = count([&] { sim::synchronize(0); });
   EXPECT_EQ(c.syncs, 1);
+}
+
+// The time waited in a sync on sim: the host time inside `.item()` or a blocking copy (the read or
+// the copy itself). Only relations are checked: > 0, and within the time around the call.
+TEST_F(SimDevice, SyncWaitIsTheHostTimeInsideItemAndBlockingCopies) {
+  at::Tensor t = at::full({}, 3.0).to(dev0);
+  at::Tensor big = at::ones({1 << 20});  // 4 MiB
+  int64_t around = 0;
+  const PhaseCounts c = count([&] {
+    Phase phase("optimizer.step");
+    const int64_t begin = trace_clock_ns();
+    EXPECT_EQ(t.item<double>(), 3.0);
+    (void)big.to(dev0);
+    around = trace_clock_ns() - begin;
+  });
+  EXPECT_EQ(c.syncs, 2);
+  EXPECT_EQ(c.timed_syncs, 2);
+  EXPECT_GT(c.sync_wait_ns, 0);
+  EXPECT_LE(c.sync_wait_ns, around);
+  const SyncSiteTally& item =
+      last_.sync_sites.at({"optimizer.step", "aten::_local_scalar_dense", "item"});
+  const SyncSiteTally& copy =
+      last_.sync_sites.at({"optimizer.step", "aten::copy_", "blocking copy H2D"});
+  EXPECT_EQ(item.count, 1);
+  EXPECT_EQ(item.timed, 1);
+  EXPECT_GT(item.wait_ns, 0);
+  EXPECT_EQ(copy.timed, 1);
+  EXPECT_GT(copy.wait_ns, 0);
+  EXPECT_EQ(item.wait_ns + copy.wait_ns, c.sync_wait_ns);
+
+  // In the report: each site's wait, and sync.wait_time in every list; no GPU time on sim.
+  const std::vector<SyncSite> sites = to_sync_sites(last_);
+  ASSERT_EQ(sites.size(), 2u);
+  for (const SyncSite& s : sites) {
+    ASSERT_TRUE(s.wait_ns.has_value()) << s.reason;
+    EXPECT_GT(*s.wait_ns, 0);
+  }
+  VariantResult v;
+  fill_counts(v, last_, 2, true, true);
+  EXPECT_EQ(*find_metric(v, "total.sync.wait_time")->value, static_cast<double>(c.sync_wait_ns));
+  EXPECT_EQ(*find_metric(v, "per_step.sync.wait_time")->value, c.sync_wait_ns / 2.0);
+  EXPECT_EQ(*find_metric(v, "phase[optimizer.step].sync.wait_time")->value,
+            static_cast<double>(c.sync_wait_ns));
+  EXPECT_EQ(find_metric(v, "total.gpu_time")->value, std::nullopt);
+  EXPECT_EQ(find_metric(v, "phase[optimizer.step].gpu_time")->value, std::nullopt);
+  EXPECT_EQ(find_metric(v, "phase[optimizer.step].gpu_span")->value, std::nullopt);
+}
+
+TEST_F(SimDevice, NonBlockingCopiesWaitForNothingAndSynchronizeIsTimed) {
+  at::Tensor pinned = at::ones({64}).pin_memory();
+  const PhaseCounts copy = count([&] { (void)pinned.to(dev0, /*non_blocking=*/true); });
+  EXPECT_EQ(copy.syncs, 0);
+  EXPECT_EQ(copy.sync_wait_ns, 0);
+  const PhaseCounts sync = count([&] { sim::synchronize(0); });
+  EXPECT_EQ(sync.timed_syncs, 1);
+  EXPECT_GE(sync.sync_wait_ns, 0);
+}
+
+// A sync whose wait was not measured makes its site's and its window's wait unknown (null),
+// never a sum that leaves it out.
+TEST(SyncWait, AnUntimedSyncMakesTheWaitUnknown) {
+  EventCollector collector;
+  {
+    ScopedCollection scope(collector);
+    Phase phase("checkpoint.load");
+    events::record_sync("aten::copy_", "blocking copy D2H", 500);
+    events::record_sync("aten::copy_", "blocking copy D2H", 700);
+    events::record_sync("device.synchronize", "device synchronize");  // not timed
+  }
+  EXPECT_EQ(collector.sync_wait().ns, 1200);
+  EXPECT_FALSE(collector.sync_wait().complete);
+  const Counts counts = collector.snapshot();
+  const std::vector<SyncSite> sites = to_sync_sites(counts);
+  ASSERT_EQ(sites.size(), 2u);
+  EXPECT_EQ(sites[0].op, "aten::copy_");
+  EXPECT_EQ(sites[0].count, 2);
+  EXPECT_EQ(sites[0].wait_ns, 1200);
+  EXPECT_EQ(sites[1].wait_ns, std::nullopt);
+  VariantResult v;
+  fill_counts(v, counts, 1, true, true);
+  EXPECT_EQ(find_metric(v, "total.sync.wait_time")->value, std::nullopt);
+  EXPECT_EQ(*find_metric(v, "total.sync.count")->value, 3);
+  collector.clear();
+  EXPECT_TRUE(collector.sync_wait().complete);
+  EXPECT_EQ(collector.sync_wait().ns, 0);
 }
 
 TEST_F(SimDevice, MixingDevicesFailsAsOnCuda) {

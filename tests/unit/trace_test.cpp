@@ -76,6 +76,36 @@ TEST(Trace, PhasesAndCountedEventsAppearWithTheirPhase) {
   EXPECT_EQ(names, (std::set<std::string>{"phases", "device ops", "copies", "syncs", "collectives"}));
 }
 
+// A sync whose wait was measured is a span of that length on the syncs track, ending when it
+// was recorded; one whose wait was not is an instant.
+TEST(Trace, ATimedSyncIsASpanOfItsWait) {
+  TraceRecorder trace;
+  EventCollector collector;
+  collector.set_trace(&trace);
+  {
+    ScopedCollection scope(collector);
+    events::record_sync("aten::_local_scalar_dense", "item", 2500);
+    events::record_sync("device.synchronize", "device synchronize");
+  }
+  const nlohmann::json doc = nlohmann::json::parse(trace.to_json());
+  int spans = 0, instants = 0;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.value("cat", "") != "sync") continue;
+    if (e.at("ph") == "X") {
+      ++spans;
+      EXPECT_EQ(e.at("name"), "aten::_local_scalar_dense");
+      EXPECT_NEAR(e.at("dur").get<double>(), 2.5, 1e-9);  // microseconds
+      EXPECT_EQ(e.at("args").at("reason"), "item");
+    } else {
+      ++instants;
+      EXPECT_EQ(e.at("ph"), "i");
+      EXPECT_EQ(e.at("name"), "device.synchronize");
+    }
+  }
+  EXPECT_EQ(spans, 1);
+  EXPECT_EQ(instants, 1);
+}
+
 TEST(Trace, RanksMergeIntoOneDocumentOnOneClock) {
   TraceRecorder rank0;
   rank0.set_process(0, "rank 0");

@@ -5,8 +5,12 @@
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
+#include <map>
 #include <memory>
+#include <set>
+#include <utility>
 
+#include "harness/instrument/collector.h"
 #include "harness/instrument/trace.h"
 
 namespace harness::cupti {
@@ -52,6 +56,7 @@ uint64_t CuptiAggregator::phase_id(const std::string& phase) {
 void CuptiAggregator::phase_began(uint64_t id, int64_t at_ns) {
   open_phases_.push_back(id);
   transitions_.push_back({at_ns, id});
+  began_at_[id].push_back(at_ns);
 }
 
 void CuptiAggregator::phase_ended(int64_t at_ns) {
@@ -158,6 +163,18 @@ uint64_t CuptiAggregator::phase_of(const Pending& p) const {
   return after == transitions_.begin() ? 0 : std::prev(after)->innermost;
 }
 
+int64_t CuptiAggregator::occurrence_of(const Pending& p, uint64_t id) const {
+  auto begins = began_at_.find(id);
+  if (begins == began_at_.end()) return INT64_MIN;
+  auto call = api_calls_.find(p.correlation);
+  const uint64_t issued =
+      call != api_calls_.end() && call->second.start != 0 ? call->second.start : p.start;
+  const int64_t at = static_cast<int64_t>(issued) + clock_offset_ns_;
+  const std::vector<int64_t>& b = begins->second;
+  auto after = std::upper_bound(b.begin(), b.end(), at);
+  return after == b.begin() ? INT64_MIN : *std::prev(after);
+}
+
 void CuptiAggregator::trace_record(const Pending& p, const std::string& phase,
                                    std::unordered_set<uint32_t>& calls_traced) {
   if (p.start == 0 && p.end == 0) return;  // CUPTI could not time it
@@ -199,12 +216,31 @@ Counts CuptiAggregator::resolve() {
   Counts counts;
   std::unordered_set<uint32_t> calls_traced;
   const uint64_t uncounted = phase_id(kUncountedPhase);
+  // Per phase: its device work's duration, whether a record of it had no time, and per
+  // occurrence (phase, when it began) the first start and last end of its device work.
+  std::map<std::string, int64_t> gpu_ns;
+  std::set<std::string> untimed;
+  std::map<std::pair<std::string, int64_t>, std::pair<uint64_t, uint64_t>> spans;
   for (const Pending& p : pending_) {
     const uint64_t id = phase_of(p);
     if (id == uncounted) continue;
     const std::string& phase = names_[id];
     if (trace_) trace_record(p, phase, calls_traced);
     PhaseCounts& c = counts.phases[phase];
+    const bool timed = (p.start != 0 || p.end != 0) && p.end >= p.start;
+    const int64_t duration = timed ? static_cast<int64_t>(p.end - p.start) : kNotTimed;
+    if (p.what == What::Kernel || p.what == What::Memcpy || p.what == What::Memset) {
+      if (timed) {
+        gpu_ns[phase] += duration;
+        auto [span, added] = spans.try_emplace({phase, occurrence_of(p, id)}, p.start, p.end);
+        if (!added) {
+          span->second.first = std::min(span->second.first, p.start);
+          span->second.second = std::max(span->second.second, p.end);
+        }
+      } else {
+        untimed.insert(phase);
+      }
+    }
     switch (p.what) {
       case What::Kernel:
         c.launches += 1;
@@ -224,16 +260,42 @@ Counts CuptiAggregator::resolve() {
       case What::Memset: c.memsets += 1; break;
       case What::Sync:
         c.syncs += 1;
-        counts.sync_sites[{phase, "cuda", p.name}] += 1;
+        if (timed) {
+          c.sync_wait_ns += duration;
+          c.timed_syncs += 1;
+        }
+        counts.sync_sites[{phase, "cuda", p.name}].add_sync(duration);
         break;
       case What::StreamWait: c.stream_waits += 1; break;
     }
   }
+  for (const auto& [key, span] : spans) {
+    std::optional<int64_t>& sum = counts.phases[key.first].gpu_span_ns;
+    sum = sum.value_or(0) + static_cast<int64_t>(span.second - span.first);
+  }
+  // Every phase with a record was measured: what it has no device work of took 0 ns.
+  for (auto& [phase, c] : counts.phases) {
+    if (untimed.count(phase)) continue;
+    auto ns = gpu_ns.find(phase);
+    c.gpu_time_ns = ns == gpu_ns.end() ? 0 : ns->second;
+    if (!c.gpu_span_ns) c.gpu_span_ns = 0;
+  }
+  for (const std::string& phase : untimed) {
+    counts.phases[phase].gpu_time_ns.reset();
+    counts.phases[phase].gpu_span_ns.reset();
+  }
   pending_.clear();
   external_of_.clear();
   api_calls_.clear();
-  // Later records start after now: keep only the boundary that says what is open now.
+  // Later records start after now: keep only the boundary that says what is open now, and when
+  // the open phases began (so that what is kept does not grow with the run).
   transitions_ = {{INT64_MIN, open_phases_.empty() ? 0 : open_phases_.back()}};
+  std::unordered_map<uint64_t, std::vector<int64_t>> open_began;
+  for (uint64_t id : open_phases_) {
+    auto b = began_at_.find(id);
+    if (b != began_at_.end() && !b->second.empty()) open_began[id] = {b->second.back()};
+  }
+  began_at_ = std::move(open_began);
   return counts;
 }
 

@@ -13,6 +13,11 @@
 //      boundaries the collector reports (phases are process-wide, see phase.h).
 // Records arrive in any order, so everything is buffered until resolve(). Kept apart from the
 // live collector (cupti_collector.cpp) so that unit tests can feed it synthetic records.
+//
+// Times: a sync's wait is its SYNCHRONIZATION record's end - start. A phase's GPU time is the sum
+// of its kernels', memcpys' and memsets' durations; its GPU span, summed over its occurrences, is
+// each occurrence's first start to last end, an occurrence being the phase's latest begin before
+// the call that issued the record started (or, without the call, before the record started).
 #include <cupti_activity.h>
 
 #include <cstdint>
@@ -84,6 +89,8 @@ class CuptiAggregator {
   };
 
   uint64_t phase_of(const Pending& p) const;
+  // When the occurrence of phase `id` that issued `p` began (INT64_MIN: before what is kept).
+  int64_t occurrence_of(const Pending& p, uint64_t id) const;
   void trace_record(const Pending& p, const std::string& phase,
                     std::unordered_set<uint32_t>& calls_traced);
 
@@ -94,6 +101,8 @@ class CuptiAggregator {
   std::vector<std::string> names_ = {kNoPhase};  // external id -> phase name
   std::vector<uint64_t> open_phases_;            // the phase stack, as ids
   std::vector<Transition> transitions_;          // sorted by time
+  // Phase id -> when it began, in order (the open phases' latest after resolve()).
+  std::unordered_map<uint64_t, std::vector<int64_t>> began_at_;
   uint64_t dropped_ = 0;
   int home_device_ = -1;
   int64_t clock_offset_ns_ = 0;

@@ -93,11 +93,18 @@ std::string api_name(bool driver, uint32_t cbid) {
 
 // Collectives are host-side calls (c10d through the counting backend), not CUDA activity: on
 // cuda they come from the same EventCollector the sim device uses. Only their names and bytes are
-// taken; the syncs and copies they cause are what CUPTI sees.
+// taken; the syncs and copies they cause are what CUPTI sees. A phase CUPTI saw no record in had
+// no GPU work: 0 ns.
 void add_collectives(Counts& into, const Counts& host) {
   for (const auto& [phase, c] : host.phases) {
+    if (c.collectives.empty()) continue;
+    auto [it, added] = into.phases.try_emplace(phase);
+    if (added) {
+      it->second.gpu_time_ns = 0;
+      it->second.gpu_span_ns = 0;
+    }
     for (const auto& [name, tally] : c.collectives) {
-      CollectiveTally& t = into.phases[phase].collectives[name];
+      CollectiveTally& t = it->second.collectives[name];
       t.count += tally.count;
       t.bytes += tally.bytes;
     }

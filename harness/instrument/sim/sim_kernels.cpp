@@ -126,6 +126,9 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     const memory::ChargeTo charge_to(dst_sim ? dst.device().index() : src.device().index());
     cpu_dst.copy_(cpu_src);
   }
+  // A blocking copy's sync: the host waits for the copy itself (sim runs it right here).
+  const bool syncs = !non_blocking && src_sim != dst_sim;
+  const int64_t waited = syncs ? events::elapsed_since(begin) : kNotTimed;
   const int home = home_device();
   const auto foreign = [home](const at::Tensor& t) {
     return is_sim(t) && home >= 0 && t.device().index() != home;
@@ -140,10 +143,10 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     }
   } else if (dst_sim) {
     events::record_copy(CopyKind::HostToDevice, bytes, host_pinned(src), begin, cross_device);
-    if (!non_blocking) events::record_sync("aten::copy_", "blocking copy H2D");
+    if (syncs) events::record_sync("aten::copy_", "blocking copy H2D", waited);
   } else {
     events::record_copy(CopyKind::DeviceToHost, bytes, host_pinned(dst), begin, cross_device);
-    if (!non_blocking) events::record_sync("aten::copy_", "blocking copy D2H");
+    if (syncs) events::record_sync("aten::copy_", "blocking copy D2H", waited);
   }
   return dst;
 }
@@ -154,9 +157,14 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
-  events::record_copy(CopyKind::DeviceToHost, static_cast<int64_t>(self.element_size()), false);
-  events::record_sync("aten::_local_scalar_dense", "item");
-  return cpu_alias(self).item();
+  // The sync's wait: reading the value back (on a GPU, also the work queued before it).
+  const int64_t begin = events::begin_time();
+  at::Scalar value = cpu_alias(self).item();
+  const int64_t waited = events::elapsed_since(begin);
+  events::record_copy(CopyKind::DeviceToHost, static_cast<int64_t>(self.element_size()), false,
+                      begin);
+  events::record_sync("aten::_local_scalar_dense", "item", waited);
+  return value;
 }
 
 bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& from) {
@@ -212,8 +220,9 @@ class FallbackCall {
   }
 
   // After the CPU kernel: adopt storage growth and metadata changes of written arguments, and
-  // turn the returned CPU tensors back into sim tensors.
-  void restore_results(torch::jit::Stack* stack) {
+  // turn the returned CPU tensors back into sim tensors. `begin` (events::begin_time()): when the
+  // op began; its time is the host's wait when it returns a value read from device data.
+  void restore_results(torch::jit::Stack* stack, int64_t begin) {
     for (AliasedArg& a : aliased_) adopt_changes(a);
     const size_t n = schema_.returns().size();
     for (size_t i = 0; i < n; ++i) {
@@ -221,8 +230,9 @@ class FallbackCall {
       const bool tensors = map_tensors(v, [this](const at::Tensor& t) { return to_sim(t); });
       if (!tensors && !v.isNone() && device_) {
         // A number or flag computed from device data: the host had to read it back.
+        const int64_t waited = events::elapsed_since(begin);
         events::record_copy(CopyKind::DeviceToHost, v.isBool() ? 1 : 8, false);
-        events::record_sync(schema_.name(), "value read by host");
+        events::record_sync(schema_.name(), "value read by host", waited);
       }
     }
   }
@@ -305,7 +315,7 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const memory::ChargeTo charge_to(call.device() ? call.device()->index() : memory::kHost);
     op.redispatchBoxed(kCpuKeys, stack);
   }
-  call.restore_results(stack);
+  call.restore_results(stack, begin);
   if (!is_view_op(schema)) events::record_launch(schema.name(), begin);
 }
 

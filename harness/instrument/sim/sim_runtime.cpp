@@ -129,14 +129,19 @@ class SimGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     delete static_cast<char*>(event);
   }
   bool queryStream(const c10::Stream&) const override { return true; }
+  // Sim ops finish before they return: an explicit synchronize has nothing to wait for, and its
+  // wait is what the call itself takes.
   void synchronizeStream(const c10::Stream&) const override {
-    events::record_sync("stream.synchronize", "stream synchronize");
+    const int64_t begin = events::begin_time();
+    events::record_sync("stream.synchronize", "stream synchronize", events::elapsed_since(begin));
   }
   void synchronizeEvent(void*) const override {
-    events::record_sync("event.synchronize", "event synchronize");
+    const int64_t begin = events::begin_time();
+    events::record_sync("event.synchronize", "event synchronize", events::elapsed_since(begin));
   }
   void synchronizeDevice(const c10::DeviceIndex) const override {
-    events::record_sync("device.synchronize", "device synchronize");
+    const int64_t begin = events::begin_time();
+    events::record_sync("device.synchronize", "device synchronize", events::elapsed_since(begin));
   }
 };
 

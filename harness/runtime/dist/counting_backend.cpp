@@ -38,9 +38,10 @@ class CountedWork final : public c10d::Work {
       : inner_(std::move(inner)), op_(op), keep_alive_(std::move(keep_alive)) {}
 
   bool wait(std::chrono::milliseconds timeout) override {
+    const int64_t begin = events::begin_time();
     const bool done = inner_->wait(timeout);
-    events::record_collective_wait(op_);
-    if (done) await_release_by_workers();
+    events::record_collective_wait(op_, events::elapsed_since(begin));
+    if (done) await_release_by_workers();  // after the wait is timed: bookkeeping, not waiting
     return done;
   }
   bool isCompleted() override { return inner_->isCompleted(); }
