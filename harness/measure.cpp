@@ -137,8 +137,7 @@ void StepWindow::finish(VariantResult& result) {
   fill_counts(result, instrument_.take(), steps(), instrument_.measures_launches(),
               instrument_.available());
   set_step_times(result, step_ns_, step_cpu_ns_);
-  if (sync_wait_per_step_ && !step_sync_wait_ns_.empty() &&
-      step_sync_wait_ns_.size() == step_ns_.size()) {
+  if (sync_wait_per_step_ && !step_sync_wait_ns_.empty()) {
     result.samples["sync.wait_time"] = as_samples(step_sync_wait_ns_);
   }
   add_phase_times(result, phase_clock_);

@@ -70,16 +70,7 @@ void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
 SyncSiteKey EventCollector::add_sync(std::string_view op, std::string_view reason,
                                      int64_t wait_ns, bool collective_wait) {
   const char* phase = Phase::current_name();
-  PhaseCounts& counts = current_phase_counts();
-  counts.syncs += 1;
-  if (collective_wait) counts.collective_waits += 1;
-  ++syncs_;
-  if (wait_ns >= 0) {
-    counts.sync_wait_ns += wait_ns;
-    counts.timed_syncs += 1;
-    sync_wait_ns_ += wait_ns;
-    ++timed_syncs_;
-  }
+  current_phase_counts().add_sync(wait_ns, collective_wait);
   SyncSiteKey site{phase, std::string(op), std::string(reason)};
   counts_.sync_sites[site].add_sync(wait_ns);
   if (!trace_) return site;
@@ -135,13 +126,17 @@ Counts EventCollector::snapshot() const {
 
 EventCollector::SyncWait EventCollector::sync_wait() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return {sync_wait_ns_, timed_syncs_ == syncs_};
+  SyncWait w;
+  for (const auto& [phase, c] : counts_.phases) {
+    w.ns += c.sync_wait_ns;
+    w.complete = w.complete && c.timed_syncs == c.syncs;
+  }
+  return w;
 }
 
 void EventCollector::clear() {
   std::lock_guard<std::mutex> lock(mu_);
   counts_ = Counts{};
-  syncs_ = timed_syncs_ = sync_wait_ns_ = 0;
   phase_slots_.clear();
   op_slots_.clear();
 }

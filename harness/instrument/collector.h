@@ -71,7 +71,6 @@ class EventCollector {
 
   mutable std::mutex mu_;
   Counts counts_;
-  int64_t syncs_ = 0, timed_syncs_ = 0, sync_wait_ns_ = 0;  // the window's, for sync_wait()
   struct PhaseSlot {
     const std::string* name;
     PhaseCounts* counts;

@@ -33,6 +33,15 @@ void add_optional(std::optional<int64_t>& into, const std::optional<int64_t>& fr
 }
 }  // namespace
 
+void PhaseCounts::add_sync(int64_t wait_ns, bool collective_wait) {
+  syncs += 1;
+  if (collective_wait) collective_waits += 1;
+  if (wait_ns >= 0) {
+    sync_wait_ns += wait_ns;
+    timed_syncs += 1;
+  }
+}
+
 void MemoryTally::add(const MemoryTally& later) {
   if (later.peak) peak = peak ? std::max(*peak, *later.peak) : *later.peak;
   if (later.allocated) allocated = later.allocated;

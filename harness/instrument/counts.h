@@ -75,6 +75,8 @@ struct PhaseCounts {
 
   CopyTally& copies(CopyKind kind);
   const CopyTally& copies(CopyKind kind) const;
+  // One sync; `wait_ns` < 0: its wait was not measured.
+  void add_sync(int64_t wait_ns, bool collective_wait = false);
   // Counts are summed; memory is merged (MemoryTally::add), `other` taken as the later.
   void add(const PhaseCounts& other);
   bool operator==(const PhaseCounts& o) const;

@@ -259,11 +259,7 @@ Counts CuptiAggregator::resolve() {
       }
       case What::Memset: c.memsets += 1; break;
       case What::Sync:
-        c.syncs += 1;
-        if (timed) {
-          c.sync_wait_ns += duration;
-          c.timed_syncs += 1;
-        }
+        c.add_sync(duration);
         counts.sync_sites[{phase, "cuda", p.name}].add_sync(duration);
         break;
       case What::StreamWait: c.stream_waits += 1; break;
@@ -274,15 +270,16 @@ Counts CuptiAggregator::resolve() {
     sum = sum.value_or(0) + static_cast<int64_t>(span.second - span.first);
   }
   // Every phase with a record was measured: what it has no device work of took 0 ns.
+  // A phase with an untimed record has no figures: a sum without it would be too low.
   for (auto& [phase, c] : counts.phases) {
-    if (untimed.count(phase)) continue;
+    if (untimed.count(phase)) {
+      c.gpu_time_ns.reset();
+      c.gpu_span_ns.reset();
+      continue;
+    }
     auto ns = gpu_ns.find(phase);
     c.gpu_time_ns = ns == gpu_ns.end() ? 0 : ns->second;
     if (!c.gpu_span_ns) c.gpu_span_ns = 0;
-  }
-  for (const std::string& phase : untimed) {
-    counts.phases[phase].gpu_time_ns.reset();
-    counts.phases[phase].gpu_span_ns.reset();
   }
   pending_.clear();
   external_of_.clear();

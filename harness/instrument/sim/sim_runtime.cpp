@@ -129,19 +129,15 @@ class SimGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     delete static_cast<char*>(event);
   }
   bool queryStream(const c10::Stream&) const override { return true; }
-  // Sim ops finish before they return: an explicit synchronize has nothing to wait for, and its
-  // wait is what the call itself takes.
+  // Sim ops finish before they return: an explicit synchronize has nothing to wait for.
   void synchronizeStream(const c10::Stream&) const override {
-    const int64_t begin = events::begin_time();
-    events::record_sync("stream.synchronize", "stream synchronize", events::elapsed_since(begin));
+    events::record_sync("stream.synchronize", "stream synchronize", /*wait_ns=*/0);
   }
   void synchronizeEvent(void*) const override {
-    const int64_t begin = events::begin_time();
-    events::record_sync("event.synchronize", "event synchronize", events::elapsed_since(begin));
+    events::record_sync("event.synchronize", "event synchronize", /*wait_ns=*/0);
   }
   void synchronizeDevice(const c10::DeviceIndex) const override {
-    const int64_t begin = events::begin_time();
-    events::record_sync("device.synchronize", "device synchronize", events::elapsed_since(begin));
+    events::record_sync("device.synchronize", "device synchronize", /*wait_ns=*/0);
   }
 };
 
