@@ -7,7 +7,11 @@
 //     it runs the CPU kernel on aliases of the sim memory (no staging copies, nothing counted);
 //   - `_copy_from` between CPU and sim is an H2D or D2H copy, and a sync when blocking;
 //     sim:i -> sim:j is a D2D copy; a same-device copy that needs a kernel is a launch;
-//   - `.item()` (`_local_scalar_dense`) is one D2H copy and one sync;
+//   - `.item()` (`_local_scalar_dense`) is one D2H copy (into pinned memory) and one sync; a
+//     non-blocking D2H into pageable memory is a sync too;
+//   - an op whose CUDA kernel reads device data back to the host (nonzero and all built on it,
+//     unique, repeat_interleave without output_size, bincount, ...) counts those reads and syncs
+//     (sync_rules.h); an op returning a number or flag is not a sync by itself (is_set_to);
 //   - explicit device / stream / event synchronizes are syncs;
 //   - mixing sim tensors of two devices, or a sim tensor with a CPU tensor that is not a 0-dim
 //     scalar, is an error, as on CUDA.

@@ -1,6 +1,7 @@
 // The sim backend's kernels: allocation, views and metadata (never counted), copies and `.item()`
 // (counted by the copy and sync rules), and one boxed fallback that runs every other op with its
-// CPU kernel on zero-copy CPU aliases of the sim memory (one launch each).
+// CPU kernel on zero-copy CPU aliases of the sim memory (one launch each), plus the host waits
+// its CUDA kernel makes where it has a sync rule (sync_rules.h: nonzero, unique, ...).
 //
 // Device memory (the memory ledger's device accounts) comes into existence in three ways, each
 // counted once:
@@ -26,6 +27,7 @@
 #include <c10/core/DeviceGuard.h>
 #include <torch/library.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +36,7 @@
 #include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/instrument/sim/sim_internal.h"
+#include "harness/instrument/sim/sync_rules.h"
 
 namespace harness::sim {
 namespace {
@@ -126,8 +129,12 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     const memory::ChargeTo charge_to(dst_sim ? dst.device().index() : src.device().index());
     cpu_dst.copy_(cpu_src);
   }
-  // A blocking copy's sync: the host waits for the copy itself (sim runs it right here).
-  const bool syncs = !non_blocking && src_sim != dst_sim;
+  // A blocking copy's sync: the host waits for the copy itself (sim runs it right here). A
+  // non-blocking copy into pageable host memory waits as well: cudaMemcpyAsync to pageable memory
+  // returns only once the copy is done (CUDA's API synchronization behavior; cuda/Copy.cu
+  // calls it without a sync of its own).
+  const bool pageable_d2h = src_sim && !dst_sim && !host_pinned(dst);
+  const bool syncs = src_sim != dst_sim && (!non_blocking || pageable_d2h);
   const int64_t waited = syncs ? events::elapsed_since(begin) : kNotTimed;
   const int home = home_device();
   const auto foreign = [home](const at::Tensor& t) {
@@ -146,7 +153,12 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     if (syncs) events::record_sync("aten::copy_", "blocking copy H2D", waited);
   } else {
     events::record_copy(CopyKind::DeviceToHost, bytes, host_pinned(dst), begin, cross_device);
-    if (syncs) events::record_sync("aten::copy_", "blocking copy D2H", waited);
+    if (syncs) {
+      events::record_sync("aten::copy_",
+                          non_blocking ? "non-blocking copy D2H into pageable memory"
+                                       : "blocking copy D2H",
+                          waited);
+    }
   }
   return dst;
 }
@@ -161,8 +173,9 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   const int64_t begin = events::begin_time();
   at::Scalar value = cpu_alias(self).item();
   const int64_t waited = events::elapsed_since(begin);
-  events::record_copy(CopyKind::DeviceToHost, static_cast<int64_t>(self.element_size()), false,
-                      begin);
+  // CUDA copies the value into a page-locked buffer (CUDAScalar.cu, _local_scalar_dense_cuda).
+  events::record_copy(CopyKind::DeviceToHost, static_cast<int64_t>(self.element_size()),
+                      /*host_pinned=*/true, begin);
   events::record_sync("aten::_local_scalar_dense", "item", waited);
   return value;
 }
@@ -209,7 +222,10 @@ bool map_tensors(c10::IValue& v, F&& f) {
 
 class FallbackCall {
  public:
-  explicit FallbackCall(const c10::FunctionSchema& schema) : schema_(schema) {}
+  // `allow_host_tensors`: CPU tensors with dims may be arguments (index tensors, which CUDA
+  // copies to the device itself).
+  FallbackCall(const c10::FunctionSchema& schema, bool allow_host_tensors)
+      : schema_(schema), allow_host_tensors_(allow_host_tensors) {}
 
   // Replaces sim tensors among the arguments on the stack by CPU aliases.
   void alias_arguments(torch::jit::Stack* stack) {
@@ -220,20 +236,14 @@ class FallbackCall {
   }
 
   // After the CPU kernel: adopt storage growth and metadata changes of written arguments, and
-  // turn the returned CPU tensors back into sim tensors. `begin` (events::begin_time()): when the
-  // op began; its time is the host's wait when it returns a value read from device data.
-  void restore_results(torch::jit::Stack* stack, int64_t begin) {
+  // turn the returned CPU tensors back into sim tensors. (A number or flag an op returns is not a
+  // sync by itself: metadata such as is_set_to reads nothing from the device. The ops that read
+  // device data back have a rule, sync_rules.h.)
+  void restore_results(torch::jit::Stack* stack) {
     for (AliasedArg& a : aliased_) adopt_changes(a);
     const size_t n = schema_.returns().size();
     for (size_t i = 0; i < n; ++i) {
-      c10::IValue& v = (*stack)[stack->size() - n + i];
-      const bool tensors = map_tensors(v, [this](const at::Tensor& t) { return to_sim(t); });
-      if (!tensors && !v.isNone() && device_) {
-        // A number or flag computed from device data: the host had to read it back.
-        const int64_t waited = events::elapsed_since(begin);
-        events::record_copy(CopyKind::DeviceToHost, v.isBool() ? 1 : 8, false);
-        events::record_sync(schema_.name(), "value read by host", waited);
-      }
+      map_tensors((*stack)[stack->size() - n + i], [this](const at::Tensor& t) { return to_sim(t); });
     }
   }
 
@@ -243,7 +253,7 @@ class FallbackCall {
   at::Tensor alias(const at::Tensor& t) {
     if (!t.defined()) return t;
     if (!is_sim(t)) {
-      TORCH_CHECK(t.dim() == 0 || t.device().type() != c10::DeviceType::CPU,
+      TORCH_CHECK(t.dim() == 0 || allow_host_tensors_ || t.device().type() != c10::DeviceType::CPU,
                   "Expected all tensors to be on the same device, but found at least two "
                   "devices, ", device_ ? device_->str() : std::string("sim"), " and cpu! (in ",
                   schema_.name(), ")");
@@ -292,6 +302,7 @@ class FallbackCall {
   }
 
   const c10::FunctionSchema& schema_;
+  const bool allow_host_tensors_;
   std::vector<AliasedArg> aliased_;
   std::optional<c10::Device> device_;
 };
@@ -303,10 +314,16 @@ bool is_view_op(const c10::FunctionSchema& schema) {
   return false;
 }
 
-void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+// Runs `op` with its CPU kernel on aliases of the sim memory: one launch (a view op none), and
+// the host waits its CUDA kernel would make (`rule`, sync_rules.h; nullptr: none).
+void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const SyncRuleEntry* rule) {
   const c10::FunctionSchema& schema = op.schema();
   const int64_t begin = events::begin_time();
-  FallbackCall call(schema);
+  std::vector<HostWait> waits;
+  if (rule != nullptr && events::collecting()) {
+    waits = rule->rule(schema, &(*stack)[stack->size() - schema.arguments().size()]);
+  }
+  FallbackCall call(schema, rule != nullptr && rule->takes_host_index_tensors);
   call.alias_arguments(stack);
   std::optional<c10::DeviceGuard> guard;
   if (call.device()) guard.emplace(*call.device());
@@ -315,9 +332,35 @@ void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
     const memory::ChargeTo charge_to(call.device() ? call.device()->index() : memory::kHost);
     op.redispatchBoxed(kCpuKeys, stack);
   }
-  call.restore_results(stack, begin);
+  call.restore_results(stack);
+  // The first wait ends when the op's work is done (sim ran it just now): it is timed from the
+  // op's start, as the host's wait for a value the op computes; the next ones wait for nothing
+  // more (each timed from the one before).
+  int64_t since = begin;
+  for (const HostWait& w : waits) {
+    const int64_t waited = events::elapsed_since(since);
+    if (w.bytes > 0) events::record_copy(w.kind, w.bytes, w.pinned, since);
+    events::record_sync(schema.name(), w.reason, waited);
+    since = events::begin_time();
+  }
   if (!is_view_op(schema)) events::record_launch(schema.name(), begin);
 }
+
+void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  run_on_cpu(op, stack, nullptr);
+}
+
+// The kernel of an op with a sync rule.
+class SyncingOpKernel final : public c10::OperatorKernel {
+ public:
+  explicit SyncingOpKernel(const SyncRuleEntry* rule) : rule_(rule) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    run_on_cpu(op, stack, rule_);
+  }
+
+ private:
+  const SyncRuleEntry* rule_;
+};
 
 }  // namespace
 
@@ -339,13 +382,28 @@ void register_kernels() {
   impls->impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
   impls->impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
 
+  // Ops whose CUDA kernel makes the host wait (sync_rules.h): registered before the loop below,
+  // which leaves ops with a sim kernel alone. A rule is for an op with a kernel per backend (sim
+  // runs its CPU kernel); one that has become composite would count twice: fail loudly.
+  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+  for (const SyncRuleEntry& entry : sync_rules()) {
+    for (const char* overload : entry.overloads) {
+      const auto op = dispatcher.findOp({entry.op, overload});
+      TORCH_INTERNAL_ASSERT(op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU), entry.op,
+                            ".", overload, " has no CPU kernel: its sync rule would not apply");
+      std::string qualified = std::string(entry.op).substr(6);
+      if (*overload != '\0') qualified += std::string(".") + overload;
+      impls->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunctor(
+                                         std::make_unique<SyncingOpKernel>(&entry)));
+    }
+  }
+
   // Foreach ops have a CompositeExplicitAutograd "slow path" (a loop of per-tensor ops) that would
   // otherwise run for sim and count one launch per tensor; on CUDA each is one fused launch per
   // call, so sim routes them through the fallback as well: one launch per call.
   // Likewise, structured ops whose functional form reaches other backends through a
   // CompositeExplicitAutogradNonFunctional wrapper around their out= kernel run, as on CUDA, their
   // own functional kernel (the wrapper would hand the CPU kernel a wrongly shaped out= tensor).
-  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     const bool foreach_op = name.name.rfind("aten::_foreach_", 0) == 0;
