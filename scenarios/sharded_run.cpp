@@ -30,6 +30,9 @@ Counts count_apart(Instrument& instrument, const std::function<void()>& body) {
   {
     Counting on(instrument);
     body();
+    // The body's device work done before counting stops (uncounted), so that no late record of
+    // it lands in the next window.
+    instrument.drain();
   }
   return instrument.take();
 }

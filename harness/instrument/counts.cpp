@@ -58,7 +58,7 @@ void PhaseCounts::add(const PhaseCounts& o) {
   collective_waits += o.collective_waits;
   sync_wait_ns += o.sync_wait_ns;
   timed_syncs += o.timed_syncs;
-  memsets += o.memsets;
+  add_optional(memsets, o.memsets);
   stream_waits += o.stream_waits;
   for (const auto& [name, c] : o.collectives) {
     collectives[name].count += c.count;
@@ -98,9 +98,9 @@ std::optional<double> wait_time(const PhaseCounts& c, double divisor) {
   return static_cast<double>(c.sync_wait_ns) / divisor;
 }
 
-std::optional<double> gpu_time(const PhaseCounts& c, double divisor) {
-  if (!c.gpu_time_ns) return std::nullopt;
-  return static_cast<double>(*c.gpu_time_ns) / divisor;
+std::optional<double> divided(const std::optional<int64_t>& n, double divisor) {
+  if (!n) return std::nullopt;
+  return static_cast<double>(*n) / divisor;
 }
 
 }  // namespace
@@ -128,10 +128,11 @@ std::vector<Measurement> to_measurements(const PhaseCounts& c, double divisor) {
        "synchronizations other than waits for a collective"},
       {"sync.wait_time", wait_time(c, divisor), "ns",
        "host time spent waiting in host-device synchronizations (null: not every sync was timed)"},
-      {"gpu_time", gpu_time(c, divisor), "ns",
+      {"gpu_time", divided(c.gpu_time_ns, divisor), "ns",
        "summed durations of the device's kernels, memcpys and memsets (null: not measured, as on "
        "sim and cpu)"},
-      {"memset.count", v(c.memsets), "count", "device memsets"},
+      {"memset.count", divided(c.memsets, divisor), "count",
+       "device memsets (null: not measured, as on sim and cpu, where a fill is a launch)"},
       {"stream_wait.count", v(c.stream_waits), "count",
        "stream-wait-event (device-side waits, not host syncs)"},
   };

@@ -63,7 +63,8 @@ struct PhaseCounts {
   // cuda: SYNCHRONIZATION records' end - start). A total only when every sync was timed.
   int64_t sync_wait_ns = 0;
   int64_t timed_syncs = 0;
-  int64_t memsets = 0;       // CUDA memsets (CUPTI MEMSET records); sim has none
+  // CUDA memsets (CUPTI MEMSET records); unset where not measured (sim, cpu: a fill is a launch).
+  std::optional<int64_t> memsets;
   int64_t stream_waits = 0;  // stream-wait-event: device-side, not a host sync
   std::map<std::string, CollectiveTally> collectives;
   MemoryCounts memory;

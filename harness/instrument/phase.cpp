@@ -22,6 +22,8 @@ nvtxDomainHandle_t harness_domain() {
 #endif
 }  // namespace
 
+bool phases_are_nvtx_ranges() noexcept { return HARNESS_HAVE_NVTX != 0; }
+
 Phase::Phase(const char* name) noexcept : name_(name), parent_(g_top.load()) {
   g_top.store(this);
 #if HARNESS_HAVE_NVTX

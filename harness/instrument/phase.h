@@ -29,6 +29,9 @@ class Phase {
   const Phase* parent_;
 };
 
+// Whether this build emits phases as NVTX ranges (built with NVTX's headers).
+bool phases_are_nvtx_ranges() noexcept;
+
 // Observers of phase boundaries: up to kMaxPhaseListeners at once, added and removed by the
 // thread that drives the run. Today at most four: the trace writer (--trace), the CUPTI collector
 // (cuda), the memory watch (measured windows) and the phase clock (measured steps). Each slot

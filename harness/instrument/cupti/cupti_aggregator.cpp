@@ -227,6 +227,7 @@ Counts CuptiAggregator::resolve() {
     const std::string& phase = names_[id];
     if (trace_) trace_record(p, phase, calls_traced);
     PhaseCounts& c = counts.phases[phase];
+    if (!c.memsets) c.memsets = 0;  // measured: CUPTI records memsets
     const bool timed = (p.start != 0 || p.end != 0) && p.end >= p.start;
     const int64_t duration = timed ? static_cast<int64_t>(p.end - p.start) : kNotTimed;
     if (p.what == What::Kernel || p.what == What::Memcpy || p.what == What::Memset) {
@@ -257,7 +258,7 @@ Counts CuptiAggregator::resolve() {
         }
         break;
       }
-      case What::Memset: c.memsets += 1; break;
+      case What::Memset: *c.memsets += 1; break;
       case What::Sync:
         c.add_sync(duration);
         counts.sync_sites[{phase, "cuda", p.name}].add_sync(duration);

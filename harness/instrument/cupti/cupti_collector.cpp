@@ -264,7 +264,10 @@ std::string other_subscriber() {
 std::string subscribe_failure_status(CUptiResult result, const std::string& cupti_text) {
   if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
     return "degraded: CUPTI is held by " + other_subscriber() +
-           "; phases are still NVTX ranges, counts are not measured";
+           (phases_are_nvtx_ranges()
+                ? "; phases are still NVTX ranges, counts are not measured"
+                : "; counts are not measured (this build has no NVTX: phases are not ranges "
+                  "either)");
   }
   return "unavailable: cuptiSubscribe: " + cupti_text;
 }

@@ -129,15 +129,21 @@ class SimGuardImpl final : public c10::impl::DeviceGuardImplInterface {
     delete static_cast<char*>(event);
   }
   bool queryStream(const c10::Stream&) const override { return true; }
-  // Sim ops finish before they return: an explicit synchronize has nothing to wait for.
+  // Sim ops finish before they return, so an explicit synchronize has nothing queued to wait
+  // for: its wait is the host time spent in the call, measured as any other sync's.
   void synchronizeStream(const c10::Stream&) const override {
-    events::record_sync("stream.synchronize", "stream synchronize", /*wait_ns=*/0);
+    record_synchronize("stream.synchronize", "stream synchronize", events::begin_time());
   }
   void synchronizeEvent(void*) const override {
-    events::record_sync("event.synchronize", "event synchronize", /*wait_ns=*/0);
+    record_synchronize("event.synchronize", "event synchronize", events::begin_time());
   }
   void synchronizeDevice(const c10::DeviceIndex) const override {
-    events::record_sync("device.synchronize", "device synchronize", /*wait_ns=*/0);
+    record_synchronize("device.synchronize", "device synchronize", events::begin_time());
+  }
+
+ private:
+  static void record_synchronize(const char* op, const char* reason, int64_t begin) {
+    events::record_sync(op, reason, events::elapsed_since(begin));
   }
 };
 
