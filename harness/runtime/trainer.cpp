@@ -11,7 +11,12 @@
 namespace harness::runtime {
 
 const char* to_string(MetricCheckpointing policy) {
-  return policy == MetricCheckpointing::StrategyOwned ? "strategy_owned" : "trainer_syncs_on_save";
+  switch (policy) {
+    case MetricCheckpointing::StrategyOwned: return "strategy_owned";
+    case MetricCheckpointing::TrainerDefault: return "trainer_default";
+    case MetricCheckpointing::TrainerFaultTolerant: return "trainer_fault_tolerant";
+  }
+  return "?";
 }
 
 void CheckpointCallback::on_train_step_end(Trainer& trainer, int64_t step) {
@@ -50,7 +55,7 @@ void Trainer::fit(TrainModule& module, const std::optional<std::string>& ckpt_pa
     const Checkpoint ckpt = strategy_.load_checkpoint_from(*ckpt_path);
     strategy_.restore_checkpoint(ckpt, module, *optimizer_);
     Communicator* comm = strategy_.communicator();
-    if (config_.metric_checkpointing == MetricCheckpointing::TrainerSyncsOnSave && comm &&
+    if (config_.metric_checkpointing != MetricCheckpointing::StrategyOwned && comm &&
         comm->rank() != 0) {
       for (Metric* m : module.metrics()) m->reset();  // rank 0 holds the synced states
     }
@@ -101,7 +106,7 @@ void Trainer::save_checkpoint(const std::string& path) {
   TORCH_CHECK(module_ != nullptr && optimizer_, "save_checkpoint before fit()");
   Phase phase("checkpoint.save");
   const bool trainer_syncs =
-      config_.metric_checkpointing == MetricCheckpointing::TrainerSyncsOnSave;
+      config_.metric_checkpointing == MetricCheckpointing::TrainerFaultTolerant;
   if (trainer_syncs) {
     Phase sync("checkpoint.metric_sync");
     for (Metric* m : module_->metrics()) {

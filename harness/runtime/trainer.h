@@ -40,9 +40,12 @@ class CheckpointCallback final : public TrainerCallback {
 
 // Who decides what a checkpoint holds of the module's metrics (Lightning #12193).
 enum class MetricCheckpointing {
-  StrategyOwned,       // Lightning >= 2.0: each rank's states, where the strategy puts them
-  TrainerSyncsOnSave,  // before: the trainer syncs every metric (persistent) around each save and
-                       // resets the metrics of ranks other than 0 after a load
+  StrategyOwned,  // Lightning >= 2.0: each rank's states, where the strategy puts them
+  // Before, in both of the trainer's modes, ranks other than 0 reset their metrics after a load.
+  TrainerDefault,        // by default the trainer did not sync on save: rank 0's file holds rank
+                         // 0's local states, so the other ranks' states are lost on resume
+  TrainerFaultTolerant,  // with fault-tolerant training on, it synced every metric (persistent)
+                         // around each save: rank 0's file holds the synced states
 };
 const char* to_string(MetricCheckpointing policy);
 

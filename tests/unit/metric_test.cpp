@@ -157,8 +157,10 @@ TEST(MetricCheckpoint, PersistentStatesSurviveASaveAndLoad) {
   }));
 }
 
-// The pre-#12193 trainer: rank 0's file holds the synced states; the other ranks reset on load.
-TEST(MetricCheckpoint, TrainerSyncsOnSaveAndOtherRanksResetOnLoad) {
+// The pre-#12193 trainer, both modes: ranks other than 0 reset their metrics after a load. With
+// fault-tolerant training rank 0's file holds the synced states; by default it holds rank 0's
+// own, so rank 1's two steps are lost on resume.
+void check_pre_fix_trainer(MetricCheckpointing mode) {
   test::TempDir tmp;
   auto run = [&](int rank, bool resume) {
     auto comm = join(rank, 2, tmp.path + (resume ? "/b" : "/a"));
@@ -167,7 +169,7 @@ TEST(MetricCheckpoint, TrainerSyncsOnSaveAndOtherRanksResetOnLoad) {
     MlpRegression model(config, AdamOptions{});
     SyntheticRegressionData data({test::kGlobalBatch, 32, 4, 7, false});
     DataParallelStrategy strategy(*comm, sim::device(rank));
-    Trainer trainer(strategy, data, {resume ? 3 : 2, 1, MetricCheckpointing::TrainerSyncsOnSave});
+    Trainer trainer(strategy, data, {resume ? 3 : 2, 1, mode});
     if (!resume) {
       trainer.fit(model);
       trainer.save_checkpoint(tmp.path + "/m.ckpt");
@@ -176,14 +178,23 @@ TEST(MetricCheckpoint, TrainerSyncsOnSaveAndOtherRanksResetOnLoad) {
     trainer.fit(model, tmp.path + "/m.ckpt");  // one step after the load
     const double rows = static_cast<double>(test::kGlobalBatch / 2);
     const at::Tensor count = model.metrics()[0]->state_dict()[1].second;  // mean_loss.count
-    // Rank 0: both ranks' 2 steps (synced into its file) and its own third; rank 1: the third.
-    check(count.item<double>() == (rank == 0 ? 5 * rows : rows),
+    // Rank 0: what its file holds of the first 2 steps, and its own third; rank 1: the third.
+    const double saved = mode == MetricCheckpointing::TrainerFaultTolerant ? 4 * rows : 2 * rows;
+    check(count.item<double>() == (rank == 0 ? saved + rows : rows),
           "rank " + std::to_string(rank) + " count " + std::to_string(count.item<double>()));
   };
   test::fs::create_directories(tmp.path + "/a");
   test::fs::create_directories(tmp.path + "/b");
   ASSERT_TRUE(test::run_in_processes(2, [&](int r) { run(r, false); }));
   ASSERT_TRUE(test::run_in_processes(2, [&](int r) { run(r, true); }));
+}
+
+TEST(MetricCheckpoint, FaultTolerantTrainerSyncsOnSaveAndOtherRanksResetOnLoad) {
+  check_pre_fix_trainer(MetricCheckpointing::TrainerFaultTolerant);
+}
+
+TEST(MetricCheckpoint, DefaultTrainerSavesRankZerosOwnStatesAndLosesTheOthers) {
+  check_pre_fix_trainer(MetricCheckpointing::TrainerDefault);
 }
 
 }  // namespace
