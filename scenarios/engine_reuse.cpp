@@ -5,7 +5,9 @@
 // prefetch left INFLIGHT and fails. Variants: the engine policies of ShardedStrategy.
 #include <ATen/core/Tensor.h>
 
+#include <map>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -58,7 +60,7 @@ class EngineReuse final : public Scenario {
     result.config["strategy"] = "sharded (one flat parameter per Linear unit), Adam (foreach)";
 
     // The reference: fit alone, on a fresh module (outside every window).
-    const std::string fit_only = raw_bytes(train(ctx, preset, EnginePolicy::Reuse, nullptr, {}));
+    const Trained fit_only = train(ctx, preset, EnginePolicy::Reuse, nullptr, {});
     VariantRunner runner(ctx, result.name, variant_names(ctx.options));
     for (EnginePolicy policy : kPolicies) {
       const std::string name = runtime::to_string(policy);
@@ -67,17 +69,15 @@ class EngineReuse final : public Scenario {
           name,
           [&](VariantResult& r) {
             r.axes = {{"engines", name}};
-            const std::vector<at::Tensor> trained =
+            const Trained trained =
                 train(ctx, preset, policy, &r, {Stage::Validate, Stage::Fit, Stage::Test});
-            if (ctx.rank != 0) {
-              r.correctness = {false, false, "checked on rank 0"};
-            } else {
-              const bool same = raw_bytes(trained) == fit_only;
-              r.correctness = {true, same,
-                               same ? "parameters after validate, fit, test bitwise equal to "
-                                      "fit alone's"
-                                    : "parameters differ from fit alone's"};
-            }
+            r.total.push_back({"hooks.left_behind",
+                               static_cast<double>(trained.hooks_on_module -
+                                                   fit_only.hooks_on_module),
+                               "count",
+                               "hooks on the module after the last stage beyond what fit alone "
+                               "leaves (the other stages' engines' hooks)"});
+            r.correctness = compare(trained, fit_only, ctx.rank);
           },
           expected_failure_of(policy)));
     }
@@ -85,11 +85,19 @@ class EngineReuse final : public Scenario {
   }
 
  private:
+  // What a run leaves behind, to compare with fit alone's.
+  struct Trained {
+    std::string parameters;       // the full parameters, gathered (raw bytes)
+    std::string optimizer_state;  // this rank's optimizer state (raw bytes, in state order)
+    // Each engine's hooks on the module ("<kind> on '<module>'", in registration order), by the
+    // engine's name.
+    std::map<std::string, std::vector<std::string>> hooks_by_engine;
+    int64_t hooks_on_module = 0;
+  };
+
   // Runs `stages` (fit alone when empty) on one trainer and module; with `r`, measures them.
-  // Returns the gathered final parameters.
-  static std::vector<at::Tensor> train(RunContext& ctx, const TrainingPreset& preset,
-                                       EnginePolicy policy, VariantResult* r,
-                                       const std::vector<Stage>& stages) {
+  static Trained train(RunContext& ctx, const TrainingPreset& preset, EnginePolicy policy,
+                       VariantResult* r, const std::vector<Stage>& stages) {
     runtime::ShardedOptions options;
     options.setup = runtime::ShardedSetup::FullThenShard;
     options.engines = policy;
@@ -98,7 +106,7 @@ class EngineReuse final : public Scenario {
     run.build_model();
     if (r == nullptr) {
       run.trainer.fit(*run.model);
-      return run.strategy.gather_full_parameters();
+      return trained(run);
     }
     const bool launches = ctx.instrument.measures_launches();
     const bool available = ctx.instrument.available();
@@ -125,15 +133,57 @@ class EngineReuse final : public Scenario {
     }
     if (!window) throw std::logic_error("engine_reuse runs a fit stage");
     add_phases(*r, apart, launches, available);
-    r->total.push_back({"engines.built", static_cast<double>(run.strategy.engines_built()), "count",
+    const runtime::ShardedModel& sharded = run.strategy.model();
+    const auto count = [](int64_t n) { return static_cast<double>(n); };
+    r->total.push_back({"engines.built", count(run.strategy.engines_built()), "count",
                         "engines built over the stages"});
-    r->total.push_back({"hooks.installed",
-                        static_cast<double>(run.strategy.model().hooks_installed()), "count",
-                        "hooks on the module after the last stage"});
-    r->total.push_back({"hooks.per_engine",
-                        static_cast<double>(run.strategy.model().hooks_per_engine()), "count",
-                        "hooks one engine registers"});
-    return run.strategy.gather_full_parameters();
+    r->total.push_back({"hooks.registered", count(sharded.hooks_registered()), "count",
+                        "hooks the engines registered on the module over the stages"});
+    r->total.push_back({"hooks.removed", count(sharded.hooks_removed()), "count",
+                        "hooks removed from the module (engines torn down)"});
+    r->total.push_back({"hooks.installed", count(static_cast<int64_t>(sharded.hooks().size())),
+                        "count", "hooks on the module after the last stage"});
+    r->total.push_back({"hooks.calls", count(sharded.hook_calls()), "count",
+                        "hooks run over the stages (every hook on the module runs on every "
+                        "forward, whichever engine registered it)"});
+    return trained(run);
+  }
+
+  static Trained trained(ShardedRun& run) {
+    Trained out;
+    out.parameters = raw_bytes(run.strategy.gather_full_parameters());
+    std::vector<at::Tensor> state;
+    run.trainer.optimizer()->for_each_state_tensor(
+        [&](const std::string&, at::Tensor& value) { state.push_back(value); });
+    out.optimizer_state = raw_bytes(state);
+    const runtime::ShardedModel& sharded = run.strategy.model();
+    for (const runtime::ModuleHook& hook : sharded.hooks()) {
+      out.hooks_by_engine[hook.engine->name()].push_back(std::string(runtime::to_string(hook.kind)) +
+                                                 " on '" + hook.module + "'");
+    }
+    out.hooks_on_module = static_cast<int64_t>(sharded.hooks().size());
+    return out;
+  }
+
+  // Parameters and optimizer state bitwise equal to fit alone's, and every engine's hooks on the
+  // module the same as fit alone's engine's (more engines are counted, not wrong).
+  static Correctness compare(const Trained& got, const Trained& want, int rank) {
+    std::vector<std::string> wrong;
+    if (got.parameters != want.parameters) wrong.push_back("parameters");
+    if (got.optimizer_state != want.optimizer_state) wrong.push_back("optimizer state");
+    if (want.hooks_by_engine.size() != 1) throw std::logic_error("fit alone runs one engine");
+    const std::vector<std::string>& reference = want.hooks_by_engine.begin()->second;
+    for (const auto& [engine, hooks] : got.hooks_by_engine) {
+      if (hooks != reference) wrong.push_back("hooks of engine '" + engine + "'");
+    }
+    const std::string checked = "rank " + std::to_string(rank) +
+                                ": parameters, optimizer state and the hooks of each of the " +
+                                std::to_string(got.hooks_by_engine.size()) +
+                                " engine(s) on the module";
+    if (wrong.empty()) return {true, true, checked + " equal to fit alone's"};
+    std::string detail = checked + "; differ from fit alone's: ";
+    for (size_t i = 0; i < wrong.size(); ++i) detail += (i ? ", " : "") + wrong[i];
+    return {true, false, detail};
   }
 };
 

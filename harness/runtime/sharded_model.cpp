@@ -86,8 +86,23 @@ struct ShardedLinearFn : public torch::autograd::Function<ShardedLinearFn> {
 
 // ----- ShardedModel ---------------------------------------------------------------------------
 
-ShardedModel::ShardedModel(Communicator& comm, std::vector<FlatUnit> units)
-    : comm_(comm), units_(std::move(units)) {}
+const char* to_string(HookKind kind) {
+  switch (kind) {
+    case HookKind::StartOfForward: return "start_of_forward";
+    case HookKind::FetchBeforeForward: return "fetch_before_forward";
+    case HookKind::ReleaseAfterForward: return "release_after_forward";
+    case HookKind::AttachPreBackward: return "attach_pre_backward";
+    case HookKind::AttachPostBackward: return "attach_post_backward";
+  }
+  return "?";
+}
+
+ShardedModel::ShardedModel(Communicator& comm, std::vector<FlatUnit> units,
+                           std::vector<std::string> modules)
+    : comm_(comm), units_(std::move(units)), modules_(std::move(modules)) {
+  TORCH_CHECK(!modules_.empty() && modules_.front().empty(),
+              "a sharded model's module names start with the root's (\"\")");
+}
 
 std::vector<at::Tensor> ShardedModel::shards() {
   std::vector<at::Tensor> out;
@@ -101,37 +116,107 @@ FlatUnit* ShardedModel::next_unit(const FlatUnit& unit, bool wrap) {
   return wrap && units_.size() > 1 ? &units_.front() : nullptr;
 }
 
-void ShardedModel::remove_hooks(const ShardedEngine* engine) {
-  hooked_.erase(std::remove(hooked_.begin(), hooked_.end(), engine), hooked_.end());
+uint64_t ShardedModel::register_hook(HookKind kind, const std::string& module,
+                                     ShardedEngine* engine) {
+  hooks_.push_back({next_hook_id_++, kind, module, engine});
+  ++hooks_registered_;
+  return hooks_.back().id;
+}
+
+void ShardedModel::remove_hook(uint64_t id) {
+  auto it = std::find_if(hooks_.begin(), hooks_.end(),
+                         [id](const ModuleHook& h) { return h.id == id; });
+  if (it == hooks_.end()) return;  // removed already (a handle removed twice, as torch allows)
+  hooks_.erase(it);
+  ++hooks_removed_;
+}
+
+void ShardedModel::run_hooks(HookKind kind, const std::string& module, FlatUnit* unit,
+                             bool wrap) {
+  // A copy: a hook may not change the registry, but the list must not move under the loop.
+  for (const ModuleHook& hook : std::vector<ModuleHook>(hooks_)) {
+    if (hook.kind != kind || hook.module != module) continue;
+    ++hook_calls_;
+    hook.engine->run_hook(kind, unit, wrap);
+  }
 }
 
 at::Tensor ShardedModel::forward(torch::nn::Sequential& layers, const at::Tensor& input) {
-  TORCH_CHECK(!hooked_.empty(), "a sharded module runs only under an engine (none is set up)");
+  TORCH_CHECK(!hooks_.empty(), "a sharded module runs only under an engine (none is set up)");
   // An eval forward is a whole step: the engine's prefetch wraps around to the first unit.
   const bool wrap = !layers->is_training();
+  // The modules the forward enters, outermost first: the root, then down to the layers'
+  // Sequential (the modules of the tree that are not its layers).
+  const std::string layers_name = layers_module_name();
+  std::vector<const std::string*> outer;
+  for (const std::string& name : modules_) {
+    if (name.empty() || layers_name == name ||
+        layers_name.compare(0, name.size() + 1, name + ".") == 0) {
+      outer.push_back(&name);
+    }
+  }
+  const auto enter = [&](const std::string& module, FlatUnit* unit) {
+    run_hooks(HookKind::FetchBeforeForward, module, unit, wrap);
+    run_hooks(HookKind::AttachPostBackward, module, unit, wrap);
+  };
+  const auto leave = [&](const std::string& module, FlatUnit* unit) {
+    run_hooks(HookKind::ReleaseAfterForward, module, unit, wrap);
+    run_hooks(HookKind::AttachPreBackward, module, unit, wrap);
+  };
+  run_hooks(HookKind::StartOfForward, "", nullptr, wrap);
+  for (const std::string* module : outer) enter(*module, nullptr);
   at::Tensor x = input;
   size_t next = 0;
   size_t index = 0;
   for (auto it = layers->begin(); it != layers->end(); ++it, ++index) {
     FlatUnit* unit =
         next < units_.size() && units_[next].layer_index == index ? &units_[next++] : nullptr;
-    if (unit == nullptr) {
-      x = it->forward<at::Tensor>(x);
-      continue;
-    }
-    for (ShardedEngine* engine : hooked_) engine->fetch(*unit, /*prefetch_next=*/true, wrap);
-    x = ShardedLinearFn::apply(x, unit->shard, reinterpret_cast<int64_t>(unit),
-                               reinterpret_cast<int64_t>(this));
-    for (ShardedEngine* engine : hooked_) engine->release(*unit);
+    const std::string layer = layers_name.empty() ? std::to_string(index)
+                                                  : layers_name + "." + std::to_string(index);
+    enter(layer, unit);
+    x = unit == nullptr ? it->forward<at::Tensor>(x)
+                        : ShardedLinearFn::apply(x, unit->shard, reinterpret_cast<int64_t>(unit),
+                                                 reinterpret_cast<int64_t>(this));
+    leave(layer, unit);
   }
+  for (auto it = outer.rbegin(); it != outer.rend(); ++it) leave(**it, nullptr);
   return x;
+}
+
+std::string ShardedModel::layers_module_name() const {
+  // The Sequential's name: the parent of the first layer's ("layers" of "layers.0").
+  for (const std::string& name : modules_) {
+    const size_t dot = name.rfind('.');
+    if (dot != std::string::npos && name.substr(dot + 1) == "0") return name.substr(0, dot);
+  }
+  return "";
 }
 
 // ----- ShardedEngine --------------------------------------------------------------------------
 
 ShardedEngine::ShardedEngine(ShardedModel& model, EngineOptions options)
     : model_(model), options_(std::move(options)) {
-  model_.add_hooks(this);
+  // As DeepSpeed registers them: the root's start-of-forward hook, then depth first (children
+  // before their parent) the four hooks of every module.
+  hook_ids_.push_back(model_.register_hook(HookKind::StartOfForward, "", this));
+  const std::vector<std::string>& modules = model_.module_names();
+  for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
+    for (HookKind kind : {HookKind::FetchBeforeForward, HookKind::ReleaseAfterForward,
+                          HookKind::AttachPreBackward, HookKind::AttachPostBackward}) {
+      hook_ids_.push_back(model_.register_hook(kind, *it, this));
+    }
+  }
+}
+
+void ShardedEngine::remove_hooks() {
+  for (uint64_t id : hook_ids_) model_.remove_hook(id);
+  hook_ids_.clear();
+}
+
+void ShardedEngine::run_hook(HookKind kind, FlatUnit* unit, bool wrap) {
+  if (unit == nullptr) return;  // a module without parameters of its own: nothing to gather
+  if (kind == HookKind::FetchBeforeForward) fetch(*unit, /*prefetch_next=*/true, wrap);
+  if (kind == HookKind::ReleaseAfterForward) release(*unit);
 }
 
 GatherRegistry& ShardedEngine::registry() {
@@ -141,20 +226,31 @@ GatherRegistry& ShardedEngine::registry() {
 void ShardedEngine::fetch(FlatUnit& unit, bool prefetch_next, bool wrap) {
   c10::AutoGradMode no_grad(false);
   Communicator& comm = model_.comm();
+  // As DeepSpeed's fetch_sub_module: first wait for the gather in flight that this engine's
+  // registry holds for the unit...
   if (unit.status == UnitStatus::Inflight) {
     auto it = registry().find(&unit);
-    if (it == registry().end()) {
-      throw std::runtime_error(unit.name + " is INFLIGHT, but engine '" + options_.name +
-                               "' has no gather in flight for it: engine '" + unit.inflight_by +
-                               "' issued it into a registry of its own (expected AVAILABLE)");
+    if (it != registry().end()) {
+      it->second->wait();
+      registry().erase(it);
+      unit.status = UnitStatus::Available;
     }
-    it->second->wait();
-    registry().erase(it);
-    unit.status = UnitStatus::Available;
-  } else if (unit.status == UnitStatus::NotAvailable) {
+  }
+  // ...then all_gather what is NOT_AVAILABLE. Init._all_gather (partition_parameters.py) gathers
+  // only NOT_AVAILABLE parameters: one still INFLIGHT through another registry is skipped, not
+  // waited for.
+  if (unit.status == UnitStatus::NotAvailable) {
     unit.full = at::empty({unit.padded_numel(comm.world_size())}, unit.shard.options());
     comm.all_gather_into(unit.full, unit.shard.detach());
     unit.status = UnitStatus::Available;
+  }
+  // DeepSpeed's `assert param.ds_status == ZeroParamStatus.AVAILABLE`: the #17523 failure.
+  if (unit.status != UnitStatus::Available) {
+    throw std::runtime_error(unit.name + " is " + to_string(unit.status) +
+                             ", expected AVAILABLE: engine '" + options_.name +
+                             "' has no gather in flight for it, so its all_gather skipped it "
+                             "(engine '" + unit.inflight_by +
+                             "' issued the gather into a registry of its own)");
   }
   if (!prefetch_next || !options_.prefetch) return;
   FlatUnit* next = model_.next_unit(unit, wrap);
@@ -174,6 +270,9 @@ void ShardedEngine::release(FlatUnit& unit) {
 std::unique_ptr<Optimizer> ShardedEngine::setup_optimizer(const AdamOptions& adam) {
   if (!options_.defragment) return std::make_unique<Adam>(model_.shards(), adam);
   c10::AutoGradMode no_grad(false);
+  // DeepSpeedZeroOptimizer_Stage3._create_fp16_partitions_with_defragmentation (stage3.py)
+  // begins with dist.barrier().
+  model_.comm().barrier();
   for (FlatUnit& unit : model_.units()) {
     fetch(unit, /*prefetch_next=*/false, /*wrap=*/false);
     release(unit);
@@ -203,7 +302,7 @@ void ShardedEngine::teardown() {
     it = gathers.erase(it);
   }
   for (FlatUnit& unit : model_.units()) release(unit);
-  model_.remove_hooks(this);
+  remove_hooks();
   torn_down_ = true;
 }
 

@@ -16,13 +16,22 @@
 // (before: a second engine meets a unit the first left INFLIGHT and fails, Lightning #17523).
 //
 // ShardedModel is what stays on the module (as its LayerRunner): the units, the module's
-// registry and the hooks every engine registered on it.
+// registry and the hooks every engine registered on it. An engine registers its hooks as
+// DeepSpeed's ZeRO-3 does (DeepSpeedZeRoOffload.setup_zero_stage3_hooks and
+// _register_deepspeed_module in deepspeed/runtime/zero/parameter_offload.py): one start-of-forward
+// hook on the root module, and on every module of the tree, recursively (the root, the layers'
+// Sequential, every layer, parameterless ones included) four: a forward pre-hook that fetches the
+// module's parameters, a forward hook that releases them, a forward hook that attaches the
+// pre-backward function to the outputs and a forward pre-hook that attaches the post-backward
+// function to the inputs. An engine's hooks are removed when it is torn down or destroyed.
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/runtime/adam.h"
@@ -59,9 +68,29 @@ using GatherRegistry = std::map<FlatUnit*, std::unique_ptr<PendingCollective>>;
 
 class ShardedEngine;
 
+enum class HookKind {
+  StartOfForward,      // root only: resets the engine's step (forward pre-hook)
+  FetchBeforeForward,  // forward pre-hook: the module's parameters gathered
+  ReleaseAfterForward,  // forward hook: the module's parameters freed
+  AttachPreBackward,   // forward hook: the pre-backward function on the outputs
+  AttachPostBackward,  // forward pre-hook: the post-backward function on the inputs
+};
+const char* to_string(HookKind kind);
+
+// One hook on the module: what it does, on which module (its name in the module's tree, "" for
+// the root) and for which engine.
+struct ModuleHook {
+  uint64_t id = 0;
+  HookKind kind = HookKind::FetchBeforeForward;
+  std::string module;
+  ShardedEngine* engine = nullptr;
+};
+
 class ShardedModel final : public LayerRunner {
  public:
-  ShardedModel(Communicator& comm, std::vector<FlatUnit> units);
+  // `modules`: the names of the modules of the module's tree, root ("") first, in the order
+  // named_modules() gives them.
+  ShardedModel(Communicator& comm, std::vector<FlatUnit> units, std::vector<std::string> modules);
 
   at::Tensor forward(torch::nn::Sequential& layers, const at::Tensor& input) override;
 
@@ -73,30 +102,41 @@ class ShardedModel final : public LayerRunner {
   GatherRegistry& registry() { return registry_; }
   Communicator& comm() { return comm_; }
 
-  // Hooks: each engine registers hooks_per_engine() of them (pre-forward, post-forward and
-  // pre-backward per unit); every registered engine's hooks run on every forward.
-  void add_hooks(ShardedEngine* engine) { hooked_.push_back(engine); }
-  void remove_hooks(const ShardedEngine* engine);
-  int64_t hooks_per_engine() const { return 3 * static_cast<int64_t>(units_.size()); }
-  int64_t hooks_installed() const {
-    return hooks_per_engine() * static_cast<int64_t>(hooked_.size());
-  }
+  // The hook registry: an engine registers its hooks on the module (see the top of this file)
+  // and removes them by id; every hook on the module runs on every forward, whichever engine put
+  // it there.
+  uint64_t register_hook(HookKind kind, const std::string& module, ShardedEngine* engine);
+  void remove_hook(uint64_t id);
+  const std::vector<ModuleHook>& hooks() const { return hooks_; }
+  const std::vector<std::string>& module_names() const { return modules_; }
+  int64_t hooks_registered() const { return hooks_registered_; }  // ever, by every engine
+  int64_t hooks_removed() const { return hooks_removed_; }
+  int64_t hook_calls() const { return hook_calls_; }  // hooks run so far
   // The engine of the newest hooks: it runs the units' backward.
-  ShardedEngine* active_engine() const { return hooked_.empty() ? nullptr : hooked_.back(); }
+  ShardedEngine* active_engine() const { return hooks_.empty() ? nullptr : hooks_.back().engine; }
 
  private:
+  // The name of the layers' Sequential in the module's tree ("" when it is the root).
+  std::string layers_module_name() const;
+  // Runs the hooks of `kind` on `module` (what each does: ShardedEngine::run_hook).
+  void run_hooks(HookKind kind, const std::string& module, FlatUnit* unit, bool wrap);
+
   Communicator& comm_;
   std::vector<FlatUnit> units_;
+  std::vector<std::string> modules_;
   GatherRegistry registry_;
-  std::vector<ShardedEngine*> hooked_;
+  std::vector<ModuleHook> hooks_;  // in registration order (the order they run in)
+  uint64_t next_hook_id_ = 1;
+  int64_t hooks_registered_ = 0, hooks_removed_ = 0, hook_calls_ = 0;
 };
 
 struct EngineOptions {
   std::string name;               // e.g. "validate#1", named in errors
   bool private_registry = false;  // gathers in flight kept by the engine, not the module
   bool prefetch = true;           // issue the next unit's gather when fetching one
-  // DeepSpeed's ZeRO-3 optimizer set-up: every unit gathered once, then the shards defragmented
-  // into one flat device buffer (false: the optimizer just takes the shards, as with FSDP).
+  // DeepSpeed's ZeRO-3 optimizer set-up: a barrier, every unit gathered once, then the shards
+  // defragmented into one flat device buffer (false: the optimizer just takes the shards, as with
+  // FSDP).
   bool defragment = false;
 };
 
@@ -105,33 +145,42 @@ struct EngineOptions {
 // optimizer over the shards.
 class ShardedEngine {
  public:
+  // Registers the engine's hooks on the model.
   ShardedEngine(ShardedModel& model, EngineOptions options);
   // Its hooks go with it (the model must outlive it).
-  ~ShardedEngine() { model_.remove_hooks(this); }
+  ~ShardedEngine() { remove_hooks(); }
   ShardedEngine(const ShardedEngine&) = delete;
   ShardedEngine& operator=(const ShardedEngine&) = delete;
 
-  // Makes `unit` AVAILABLE: waits for its gather in flight, or gathers it. A unit INFLIGHT with
-  // no gather in this engine's registry is the #17523 failure: throws naming the unit and both
-  // engines. With `prefetch_next` (and the engine's prefetch on) issues the next unit's gather.
+  // Makes `unit` AVAILABLE as DeepSpeed does: waits for its gather in flight in this engine's
+  // registry, then gathers it if it is NOT_AVAILABLE. A unit still INFLIGHT after that (another
+  // registry's gather, which DeepSpeed's all_gather skips) fails DeepSpeed's AVAILABLE assertion:
+  // the #17523 failure, thrown naming the unit and both engines. With `prefetch_next` (and the
+  // engine's prefetch on) issues the next unit's gather.
   void fetch(FlatUnit& unit, bool prefetch_next, bool wrap);
   // Frees an AVAILABLE unit's full parameter (NOT_AVAILABLE after).
   void release(FlatUnit& unit);
   // The optimizer over the shards. With `defragment`, as DeepSpeed's ZeRO-3 optimizer set-up
-  // does it: every trainable unit gathered once, then the shards defragmented into one flat
+  // does it: a barrier, every trainable unit gathered once, then the shards defragmented into one flat
   // device buffer (one D2H per shard, one H2D of the buffer) that the shards become views of.
   std::unique_ptr<Optimizer> setup_optimizer(const AdamOptions& adam);
   // Waits for this engine's gathers in flight, releases every unit and removes its hooks.
   void teardown();
 
   const std::string& name() const { return options_.name; }
+  // What one of its hooks does when it runs: FetchBeforeForward fetches `unit` (with the next
+  // unit's prefetch), ReleaseAfterForward releases it; the others have nothing to do for a module
+  // whose backward is one autograd function (ShardedLinearFn fetches and releases itself).
+  void run_hook(HookKind kind, FlatUnit* unit, bool wrap);
 
  private:
   GatherRegistry& registry();
+  void remove_hooks();
 
   ShardedModel& model_;
   EngineOptions options_;
   GatherRegistry own_registry_;
+  std::vector<uint64_t> hook_ids_;
   bool torn_down_ = false;
 };
 

@@ -116,7 +116,9 @@ void ShardedStrategy::setup_module(TrainModule& module) {
     case ShardedSetup::MetaInit: units = shard_meta_init(module); break;
     case ShardedSetup::Rank0Broadcast: units = shard_rank0_broadcast(module); break;
   }
-  model_ = std::make_shared<ShardedModel>(comm_, std::move(units));
+  std::vector<std::string> modules;  // the engines' hooks go on every one of them
+  for (const auto& item : module.module().named_modules()) modules.push_back(item.key());
+  model_ = std::make_shared<ShardedModel>(comm_, std::move(units), std::move(modules));
   module.set_layer_runner(model_);
 }
 

@@ -195,12 +195,22 @@ class EngineReuseRanks(unittest.TestCase):
         self.assertIn("layer 0 (Linear 32->64) is INFLIGHT", crashed["error"])
         self.assertIn("#17523", crashed["expected_failure"])
         total = lambda name, metric: v[name]["total"][metric]
-        self.assertEqual(total("rank0/new_engine_per_stage", "hooks.installed"),
-                         3 * total("rank0/new_engine_per_stage", "hooks.per_engine"))
-        self.assertEqual(total("rank0/reuse_engine", "hooks.installed"),
-                         total("rank0/reuse_engine", "hooks.per_engine"))
-        self.assertEqual(total("rank0/reuse_engine", "engines.built"), 1)
-        self.assertEqual(total("rank0/destroy_between", "engines.built"), 3)
+        # The hooks as DeepSpeed registers them: one start-of-forward hook and four per module of
+        # the tree (the Sequential root, 5 Linear and 4 ReLU layers: 10 modules): 41 an engine.
+        per_engine = 1 + 4 * 10
+        for name, engines, left in (("new_engine_per_stage", 3, 3), ("reuse_engine", 1, 1),
+                                    ("destroy_between", 3, 1)):
+            rank0 = "rank0/" + name
+            self.assertEqual(total(rank0, "engines.built"), engines, name)
+            self.assertEqual(total(rank0, "hooks.registered"), engines * per_engine, name)
+            self.assertEqual(total(rank0, "hooks.removed"), (engines - left) * per_engine, name)
+            self.assertEqual(total(rank0, "hooks.installed"), left * per_engine, name)
+            self.assertEqual(total(rank0, "hooks.left_behind"), (left - 1) * per_engine, name)
+            self.assertIn("optimizer state and the hooks of each of the %d engine(s)" % left,
+                          v[rank0]["correctness"]["detail"])
+        # Every hook on the module runs on every forward: the per-stage engines' hooks cost calls.
+        self.assertGreater(total("rank0/new_engine_per_stage", "hooks.calls"),
+                           total("rank0/reuse_engine", "hooks.calls"))
         # Switching stages costs the reused engine nothing; a new fit engine gathers again.
         for phase in ("setup.fit", "setup.test"):
             self.assertEqual(phase_metric(v["reuse_engine"], phase, "collective.count"), 0)
@@ -218,36 +228,71 @@ class MetricSyncRanks(unittest.TestCase):
             gate = os.path.join(SOURCE_DIR, "reports", "gates", "metric_sync.json")
             r = bench("--scenario", "metric_sync", "--device", "sim", "--out", out, "--gate", gate)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            self.assertIn("gate: 7 passed, 0 failed", r.stdout)
+            self.assertIn("gate: 11 passed, 0 failed", r.stdout)
             report = strict_json(out)
         v = {x["name"]: x for x in report["scenarios"][0]["variants"]}
         save = lambda name, what: v[name]["total"]["save." + what]
         # The one-process variants ran on rank 0 alone: not summed, no per-rank copies.
         self.assertEqual(v["world1/strategy_owned"]["axes"]["ranks"], "1")
         self.assertNotIn("rank1/world1/strategy_owned", v)
-        # Per rank and save, the pre-fix trainer: 3 states (2 scalar, 1 with dims) -> 3 barriers,
+        # Per rank and save, the pre-fix fault-tolerant trainer: 3 states (2 scalar, 1 with dims) -> 3 barriers,
         # 2 + 2 x 1 all_gathers, 1 H2D (the list state's shape).
         for rank in (0, 1):
-            name = "rank%d/world2/trainer_syncs_on_save" % rank
+            name = "rank%d/world2/trainer_fault_tolerant" % rank
             self.assertEqual(phase_metric(v[name], "checkpoint.metric_sync",
                                           "collective.barrier.count"), 2 * 3)  # 2 saves
             self.assertEqual(phase_metric(v[name], "checkpoint.metric_sync",
                                           "collective.all_gather.count"), 2 * 4)
             self.assertEqual(save(name, "h2d.count"), 1)
-        for name in ("world1/strategy_owned", "world2/strategy_owned",
-                     "sharded_checkpoint/strategy_owned", "world1/trainer_syncs_on_save"):
-            self.assertEqual(save(name, "collective.count"), 0, name)
-        # Right and wrong resumes: the pre-fix trainer is right (rank 0 holds the synced states,
-        # the others reset); with the fix, DDP's one rank-0 file makes every rank resume with
-        # rank 0's states, while per-rank files keep each rank's.
+        for layout in ("world1", "world2", "sharded_checkpoint"):
+            for policy in ("strategy_owned", "trainer_default"):
+                self.assertEqual(save(layout + "/" + policy, "collective.count"), 0, layout)
+        self.assertEqual(save("world1/trainer_fault_tolerant", "collective.count"), 0)
+        # Two saves in the window, both counted: the per-save figures divide by them (a merged
+        # variant sums its ranks' figures).
+        for name in v:
+            ranks = 1 if name.startswith(("rank", "world1/")) else 2
+            self.assertEqual(v[name]["total"]["saves.counted"], 2 * ranks, name)
+        # Right and wrong resumes: the pre-fix trainer's fault-tolerant mode is right (rank 0
+        # holds the synced states, the others reset); its default mode loses the other ranks'
+        # states (rank 0 saved its own, the others reset); with the fix, DDP's one rank-0 file
+        # makes every rank resume with rank 0's states, while per-rank files keep each rank's.
         correct = {name: v[name]["correctness"]["passed"] for name in v if "/" in name
                    and not name.startswith("rank")}
         self.assertEqual(correct, {
-            "world1/trainer_syncs_on_save": True, "world1/strategy_owned": True,
-            "world2/trainer_syncs_on_save": True, "world2/strategy_owned": False,
-            "sharded_checkpoint/trainer_syncs_on_save": True,
+            "world1/trainer_default": True, "world1/trainer_fault_tolerant": True,
+            "world1/strategy_owned": True,
+            "world2/trainer_default": False, "world2/trainer_fault_tolerant": True,
+            "world2/strategy_owned": False,
+            "sharded_checkpoint/trainer_default": False,
+            "sharded_checkpoint/trainer_fault_tolerant": True,
             "sharded_checkpoint/strategy_owned": True})
         self.assertIn("stood in for another's", v["world2/strategy_owned"]["correctness"]["detail"])
+        for layout in ("world2", "sharded_checkpoint"):
+            self.assertIn("states lost", v[layout + "/trainer_default"]["correctness"]["detail"])
+
+    def test_per_save_figures_divide_by_the_saves_counted(self):
+        # With --instrument-overhead every second step runs uncounted: one of the two saves is
+        # counted, and the per-save figures are still those of one save.
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "report.json")
+            base = os.path.join(tmp, "base.json")
+            args = ("--scenario", "metric_sync", "--device", "sim", "--variant",
+                    "world1/trainer_fault_tolerant", "--variant", "world2/trainer_fault_tolerant")
+            r = bench(*args, "--out", base)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            r = bench(*args, "--instrument-overhead", "--out", out)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            every, half = (
+                {x["name"]: x["total"] for x in strict_json(f)["scenarios"][0]["variants"]}
+                for f in (base, out))
+        for name in ("world1/trainer_fault_tolerant", "rank0/world2/trainer_fault_tolerant",
+                     "rank1/world2/trainer_fault_tolerant"):
+            self.assertEqual(every[name]["saves.counted"], 2)
+            self.assertEqual(half[name]["saves.counted"], 1)
+            for what in ("collective.count", "h2d.count", "launch.count"):
+                self.assertEqual(half[name]["save." + what], every[name]["save." + what],
+                                 name + " " + what)
 
 
 class ZeroBroadcastRanks(unittest.TestCase):

@@ -255,9 +255,21 @@ void stages(EnginePolicy policy, int64_t expected_engines, int64_t expected_hook
     check(error.empty(), error);
     check(strategy.engines_built() == expected_engines,
           "engines built: " + std::to_string(strategy.engines_built()));
-    const int64_t per_engine = strategy.model().hooks_per_engine();
-    check(strategy.model().hooks_installed() == expected_hook_sets * per_engine,
-          "hooks: " + std::to_string(strategy.model().hooks_installed()));
+    // DeepSpeed's count: one start-of-forward hook, four per module of the tree (parameterless
+    // ones and the root included).
+    const ShardedModel& sharded = strategy.model();
+    const int64_t per_engine = 1 + 4 * static_cast<int64_t>(model.module().named_modules().size());
+    check(static_cast<int64_t>(sharded.hooks().size()) == expected_hook_sets * per_engine,
+          "hooks: " + std::to_string(sharded.hooks().size()));
+    check(sharded.hooks_registered() == expected_engines * per_engine &&
+              sharded.hooks_removed() == (expected_engines - expected_hook_sets) * per_engine,
+          "registered " + std::to_string(sharded.hooks_registered()) + ", removed " +
+              std::to_string(sharded.hooks_removed()));
+    // Every hook on the module runs once per forward, whichever engine registered it.
+    const int64_t before = sharded.hook_calls();
+    trainer.validate(model);  // eval_batches (1) forwards
+    check(sharded.hook_calls() - before == static_cast<int64_t>(sharded.hooks().size()),
+          "hook calls in one forward: " + std::to_string(sharded.hook_calls() - before));
   }));
 }
 
