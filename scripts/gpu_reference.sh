@@ -144,6 +144,10 @@ for k, n in sorted(kinds.items()):
 flows_s = sum(n for k, n in kinds.items() if k[0] == "s")
 flows_f = sum(n for k, n in kinds.items() if k[0] == "f")
 kernels = sum(n for k, n in kinds.items() if k[0] == "X" and k[1] == "kernel")
+# Syncs the instrument counted from an API call because CUPTI gave no SYNCHRONIZATION record.
+from_calls = sum(1 for e in doc["traceEvents"]
+                 if e.get("cat") == "sync" and "counted from" in e.get("args", {}))
+print("trace: syncs counted from api calls (no record): %d" % from_calls)
 assert kernels > 0, "no kernels in the trace"
 assert flows_s == flows_f and (flows_s > 0 or not on_cuda), "launch flows: %d starts, %d ends" % (flows_s, flows_f)
 print("trace ok: %d kernels, %d launch flows" % (kernels, flows_s))
@@ -160,6 +164,14 @@ def load(name):
         return json.load(open(os.path.join(ref, name)))
     except (OSError, ValueError):
         return None
+r = load("resume_adam-cuda.json")
+if r:
+    # Which CUPTI counted: 13.0 before Update 1 (130000) gives no SYNCHRONIZATION record for
+    # cudaDeviceSynchronize, whose syncs the instrument then counts from the API calls.
+    p = r.get("provenance", {})
+    print("- CUPTI API version: %s (CUDA runtime %s; instrument %s)" % (
+        p.get("cupti_version") or "?", p.get("cuda_version") or "?",
+        p.get("instrument_status") or "?"))
 for table in sorted(glob.glob(os.path.join(ref, "*-parity.md"))):
     print("\n## " + os.path.basename(table) + "\n")
     print(open(table).read())

@@ -1,6 +1,7 @@
 // The CUPTI instrument's counting, fed synthetic activity records (no GPU needed).
 #include <gtest/gtest.h>
 
+#include <cupti_driver_cbid.h>
 #include <cupti_runtime_cbid.h>
 #include <nlohmann/json.hpp>
 
@@ -367,6 +368,246 @@ TEST(CuptiAggregator, AnUntimedDeviceRecordMakesGpuTimeUnknown) {
   EXPECT_EQ(c.phases.at("train.backward").launches, 2);
   EXPECT_EQ(c.phases.at("train.backward").gpu_time_ns, std::nullopt);
   EXPECT_EQ(c.phases.at("train.backward").gpu_span_ns, std::nullopt);
+}
+
+void driver_call(CuptiAggregator& a, uint32_t correlation, uint64_t start, uint64_t end,
+                 uint32_t thread, uint32_t cbid) {
+  CUpti_ActivityAPI r{};
+  r.kind = CUPTI_ACTIVITY_KIND_DRIVER;
+  r.cbid = cbid;
+  r.correlationId = correlation;
+  r.start = start;
+  r.end = end;
+  r.threadId = thread;
+  feed(a, r);
+}
+
+void peer_copy(CuptiAggregator& a, uint32_t correlation, uint32_t src, uint32_t dst, uint64_t bytes,
+               uint64_t start = 0, uint64_t end = 0) {
+  CUpti_ActivityMemcpyPtoP4 m{};
+  m.kind = CUPTI_ACTIVITY_KIND_MEMCPY2;
+  m.copyKind = CUPTI_ACTIVITY_MEMCPY_KIND_PTOP;
+  m.srcKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.dstKind = CUPTI_ACTIVITY_MEMORY_KIND_DEVICE;
+  m.correlationId = correlation;
+  m.deviceId = src;
+  m.srcDeviceId = src;
+  m.dstDeviceId = dst;
+  m.bytes = bytes;
+  m.start = start;
+  m.end = end;
+  feed(a, m);
+}
+
+constexpr uint32_t kDeviceSynchronize = CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020;
+constexpr uint32_t kStreamSynchronize = CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020;
+
+// Syncs are SYNCHRONIZATION records, cross-checked with the calls: a record alone is one sync.
+TEST(CuptiAggregator, ASynchronizationRecordAloneIsOneSync) {
+  CuptiAggregator a;
+  correlate(a, 1, "optimizer.step");
+  sync_record(a, 1, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, 1000, 1300);
+  const Counts c = a.resolve();
+  EXPECT_EQ(c.phases.at("optimizer.step").syncs, 1);
+  EXPECT_EQ(c.phases.at("optimizer.step").sync_wait_ns, 300);
+  EXPECT_EQ(c.sync_sites.at({"optimizer.step", "cuda", "context synchronize"}).count, 1);
+}
+
+// CUPTI 13.0 before Update 1 gives no record for cudaDeviceSynchronize / cuCtxSynchronize_v2: the
+// call alone is one sync, timed by the call, at the site a record would have named.
+TEST(CuptiAggregator, ASynchronizingCallWithoutARecordIsOneSync) {
+  CuptiAggregator a;
+  correlate(a, 1, "optimizer.step");
+  api_call(a, 1, 1000, 1600, /*thread=*/1, kDeviceSynchronize);
+  correlate(a, 2, "checkpoint.save");
+  api_call(a, 2, 2000, 2100, 1, CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020);
+  // A driver call made directly (not inside a runtime call): Triton, NCCL.
+  correlate(a, 3, "checkpoint.save");
+  driver_call(a, 3, 3000, 3050, 1, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2);
+  correlate(a, 4, "checkpoint.save");
+  driver_call(a, 4, 4000, 4070, 1, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize);
+  // Calls that do not make the host wait.
+  correlate(a, 5, "checkpoint.save");
+  api_call(a, 5, 5000, 5010, 1, CUPTI_RUNTIME_TRACE_CBID_cudaStreamQuery_v3020);
+  correlate(a, 6, "checkpoint.save");
+  api_call(a, 6, 6000, 6010, 1, CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020);
+  correlate(a, 7, "checkpoint.save");
+  api_call(a, 7, 7000, 7010, 1);  // cudaLaunchKernel
+  const Counts c = a.resolve();
+  const PhaseCounts& step = c.phases.at("optimizer.step");
+  EXPECT_EQ(step.syncs, 1);
+  EXPECT_EQ(step.timed_syncs, 1);
+  EXPECT_EQ(step.sync_wait_ns, 600);
+  EXPECT_EQ(c.sync_sites.at({"optimizer.step", "cuda", "context synchronize"}).wait_ns, 600);
+  const PhaseCounts& save = c.phases.at("checkpoint.save");
+  EXPECT_EQ(save.syncs, 3);
+  EXPECT_EQ(save.sync_wait_ns, 100 + 50 + 70);
+  EXPECT_EQ(c.sync_sites.at({"checkpoint.save", "cuda", "event synchronize"}).count, 1);
+  EXPECT_EQ(c.sync_sites.at({"checkpoint.save", "cuda", "context synchronize"}).count, 1);
+  EXPECT_EQ(c.sync_sites.at({"checkpoint.save", "cuda", "stream synchronize"}).count, 1);
+  EXPECT_EQ(c.total().stream_waits, 0);
+}
+
+// Update 1 and later give both: one sync, timed by the record.
+TEST(CuptiAggregator, ACallAndItsRecordAreOneSync) {
+  CuptiAggregator a;
+  correlate(a, 1, "optimizer.step");
+  api_call(a, 1, 4990, 5710, 1, kDeviceSynchronize);
+  sync_record(a, 1, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, 5000, 5700);
+  correlate(a, 2, "optimizer.step");
+  sync_record(a, 2, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 6000, 6100);
+  api_call(a, 2, 5990, 6110, 1, kStreamSynchronize);  // the call's record may come later
+  const Counts c = a.resolve();
+  EXPECT_EQ(c.phases.at("optimizer.step").syncs, 2);
+  EXPECT_EQ(c.phases.at("optimizer.step").sync_wait_ns, 700 + 100);
+  EXPECT_EQ(c.sync_sites.at({"optimizer.step", "cuda", "context synchronize"}).count, 1);
+  EXPECT_EQ(c.sync_sites.at({"optimizer.step", "cuda", "stream synchronize"}).count, 1);
+}
+
+// The runtime's call and the driver call inside it (same thread, within its time) are one sync,
+// whichever of them a record is correlated to; a driver call on another thread is its own.
+TEST(CuptiAggregator, ADriverCallInsideARuntimeCallIsTheSameSync) {
+  CuptiAggregator a;
+  // CUPTI links every call of the phase's thread to the phase, the driver's too.
+  correlate(a, 10, "optimizer.step");
+  api_call(a, 10, 100, 900, /*thread=*/1, kDeviceSynchronize);
+  correlate(a, 11, "optimizer.step");
+  driver_call(a, 11, 120, 880, 1, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2);
+  EXPECT_EQ(a.resolve().phases.at("optimizer.step").syncs, 1);
+
+  correlate(a, 20, "optimizer.step");
+  api_call(a, 20, 1000, 1900, 1, kDeviceSynchronize);
+  correlate(a, 21, "optimizer.step");
+  driver_call(a, 21, 1020, 1880, 1, CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2);
+  sync_record(a, 21, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_CONTEXT_SYNCHRONIZE, 1030, 1870);
+  driver_call(a, 22, 1100, 1200, /*thread=*/2, CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize);
+  correlate(a, 22, "optimizer.step");
+  const Counts c = a.resolve();
+  EXPECT_EQ(c.phases.at("optimizer.step").syncs, 2);
+  EXPECT_EQ(c.phases.at("optimizer.step").sync_wait_ns, 840 + 100);
+}
+
+// A synchronous cudaMemcpy between host and device waits for the device without a
+// SYNCHRONIZATION record: a copy and a sync. Device to device it does not block the host.
+// PyTorch's blocking copy (cudaMemcpyAsync, then cudaStreamSynchronize) is one sync: the record's.
+TEST(CuptiAggregator, ASynchronousMemcpyWithTheHostIsACopyAndASync) {
+  CuptiAggregator a;
+  correlate(a, 1, "train.data");
+  api_call(a, 1, 100, 400, 1, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020);
+  memcpy_record(a, 1, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+                CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE, 4, 1, 200, 300);
+  correlate(a, 2, "train.data");
+  api_call(a, 2, 500, 700, 1, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020);
+  memcpy_record(a, 2, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PINNED,
+                CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 64, 1, 550, 650);
+  correlate(a, 3, "train.data");
+  api_call(a, 3, 800, 820, 1, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020);
+  memcpy_record(a, 3, CUPTI_ACTIVITY_MEMCPY_KIND_DTOD, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+                CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 64, 1, 900, 950);
+  correlate(a, 4, "optimizer.step");
+  api_call(a, 4, 1000, 1010, 1, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020);
+  memcpy_record(a, 4, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+                CUPTI_ACTIVITY_MEMORY_KIND_PINNED, 4, 1, 1100, 1110);
+  correlate(a, 5, "optimizer.step");
+  api_call(a, 5, 1020, 1200, 1, kStreamSynchronize);
+  sync_record(a, 5, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, 1030, 1190);
+  const Counts c = a.resolve();
+  const PhaseCounts& data = c.phases.at("train.data");
+  EXPECT_EQ(data.d2h.count, 1);
+  EXPECT_EQ(data.h2d.count, 1);
+  EXPECT_EQ(data.d2d.count, 1);
+  EXPECT_EQ(data.syncs, 2);
+  EXPECT_EQ(data.sync_wait_ns, 300 + 200);
+  EXPECT_EQ(c.sync_sites.at({"train.data", "cuda", "blocking copy D2H"}).count, 1);
+  EXPECT_EQ(c.sync_sites.at({"train.data", "cuda", "blocking copy H2D"}).count, 1);
+  const PhaseCounts& step = c.phases.at("optimizer.step");
+  EXPECT_EQ(step.d2h.count, 1);
+  EXPECT_EQ(step.d2h.pinned, 1);
+  EXPECT_EQ(step.syncs, 1);
+  EXPECT_EQ(c.sync_sites.at({"optimizer.step", "cuda", "stream synchronize"}).count, 1);
+}
+
+// The harness's own wait (its device synchronize in kUncountedPhase) is not counted, with or
+// without a record.
+TEST(CuptiAggregator, TheHarnessOwnSynchronizeCallIsNotCounted) {
+  CuptiAggregator a;
+  correlate(a, 1, kUncountedPhase);
+  api_call(a, 1, 100, 200, 1, kDeviceSynchronize);
+  correlate(a, 2, "optimizer.step");
+  api_call(a, 2, 300, 400, 1, kDeviceSynchronize);
+  const Counts c = a.resolve();
+  EXPECT_EQ(c.total().syncs, 1);
+  EXPECT_EQ(c.phases.count(kUncountedPhase), 0u);
+}
+
+// A call from another thread (no external correlation) is placed by when it started.
+TEST(CuptiAggregator, ASyncFromACallOnAnotherThreadGoesToThePhaseOpenWhenItStarted) {
+  CuptiAggregator a;
+  a.phase_began(a.phase_id("train.backward"), 100);
+  a.phase_ended(500);
+  api_call(a, 1, 200, 300, /*thread=*/2, kStreamSynchronize);
+  EXPECT_EQ(a.resolve().phases.at("train.backward").syncs, 1);
+}
+
+// On the trace, a sync counted from its call says so (scripts/gpu_reference.sh counts them).
+TEST(CuptiAggregator, TheTraceTellsASyncCountedFromItsCall) {
+  TraceRecorder trace;
+  CuptiAggregator a;
+  a.set_trace(&trace, nullptr);
+  const uint64_t base = static_cast<uint64_t>(trace_clock_ns());
+  correlate(a, 1, "optimizer.step");
+  api_call(a, 1, base + 1000, base + 2000, 1, kDeviceSynchronize);
+  correlate(a, 2, "optimizer.step");
+  api_call(a, 2, base + 3000, base + 4000, 1, kStreamSynchronize);
+  sync_record(a, 2, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, base + 3100,
+              base + 3900);
+  EXPECT_EQ(a.resolve().total().syncs, 2);
+  std::map<std::string, nlohmann::json> syncs;
+  const nlohmann::json doc = nlohmann::json::parse(trace.to_json());
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.value("cat", "") == "sync") syncs[e.at("name").get<std::string>()] = e.at("args");
+  }
+  ASSERT_EQ(syncs.size(), 2u);
+  EXPECT_EQ(syncs.at("context synchronize").at("counted from"), "api call, no record");
+  EXPECT_EQ(syncs.at("stream synchronize").count("counted from"), 0u);
+}
+
+// Peer-to-peer copies come as MEMCPY2 records: D2D with bytes, cross-device when they leave the
+// home device, in the phase of their call.
+TEST(CuptiAggregator, PeerToPeerCopiesAreDeviceToDevice) {
+  CuptiAggregator a;
+  a.set_home_device(0);
+  correlate(a, 1, "setup.broadcast");
+  peer_copy(a, 1, /*src=*/0, /*dst=*/1, 4096, 1000, 1400);
+  correlate(a, 2, "setup.broadcast");
+  peer_copy(a, 2, 1, 0, 1024, 1500, 1600);
+  correlate(a, 3, "train.forward");
+  peer_copy(a, 3, 0, 0, 256, 2000, 2050);  // within the home device
+  correlate(a, 4, "train.forward");
+  peer_copy(a, 4, 1, 1, 128, 2100, 2110);  // on another device
+  const Counts c = a.resolve();
+  const PhaseCounts& b = c.phases.at("setup.broadcast");
+  EXPECT_EQ(b.d2d.count, 2);
+  EXPECT_EQ(b.d2d.bytes, 4096 + 1024);
+  EXPECT_EQ(b.d2d.pinned, 0);
+  EXPECT_EQ(b.cross_device.count, 2);
+  EXPECT_EQ(b.cross_device.bytes, 4096 + 1024);
+  EXPECT_EQ(b.gpu_time_ns, 400 + 100);
+  EXPECT_EQ(b.launches, 0);
+  EXPECT_EQ(b.syncs, 0);
+  const PhaseCounts& f = c.phases.at("train.forward");
+  EXPECT_EQ(f.d2d.count, 2);
+  EXPECT_EQ(f.cross_device.count, 1);
+  EXPECT_EQ(f.cross_device.bytes, 128);
+  EXPECT_EQ(c.total().h2d.count + c.total().d2h.count, 0);
+
+  // Without a home device only a copy between two devices is cross-device.
+  CuptiAggregator no_home;
+  peer_copy(no_home, 5, 0, 0, 8);
+  peer_copy(no_home, 6, 0, 1, 8);
+  const PhaseCounts t = no_home.resolve().total();
+  EXPECT_EQ(t.d2d.count, 2);
+  EXPECT_EQ(t.cross_device.count, 1);
 }
 
 TEST(CuptiAggregator, PhaseIdsAreStableAndNeverZero) {

@@ -1,5 +1,7 @@
 #include "harness/instrument/cupti/cupti_aggregator.h"
 
+#include <cupti_driver_cbid.h>
+#include <cupti_runtime_cbid.h>
 #include <cxxabi.h>
 
 #include <algorithm>
@@ -7,6 +9,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -43,6 +46,65 @@ const char* copy_name(CopyKind kind) {
     case CopyKind::DeviceToDevice: break;
   }
   return "memcpy DtoD";
+}
+
+// How a runtime or driver call makes the host wait: not at all, as a synchronize (named as
+// SYNCHRONIZATION records are, so that a site is the same whichever CUPTI counted it), or as a
+// synchronous memcpy, which waits when one side is host memory (CUDA's API synchronization
+// behavior: a device-to-device cudaMemcpy does not block the host).
+enum class Blocking { None, Synchronize, CopyWithHost };
+struct BlockingCall {
+  Blocking how = Blocking::None;
+  const char* site = nullptr;  // for Synchronize
+};
+
+BlockingCall blocking(bool driver, uint32_t cbid) {
+  constexpr BlockingCall kContext{Blocking::Synchronize, "context synchronize"};
+  constexpr BlockingCall kStream{Blocking::Synchronize, "stream synchronize"};
+  constexpr BlockingCall kEvent{Blocking::Synchronize, "event synchronize"};
+  constexpr BlockingCall kCopy{Blocking::CopyWithHost};
+  if (driver) {
+    switch (cbid) {
+      case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize:
+      case CUPTI_DRIVER_TRACE_CBID_cuCtxSynchronize_v2: return kContext;
+      case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize:
+      case CUPTI_DRIVER_TRACE_CBID_cuStreamSynchronize_ptsz: return kStream;
+      case CUPTI_DRIVER_TRACE_CBID_cuEventSynchronize: return kEvent;
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpy:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpy_ptds:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpyHtoD_v2_ptds:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpyDtoH_v2_ptds:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpy2D_v2_ptds:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2:
+      case CUPTI_DRIVER_TRACE_CBID_cuMemcpy3D_v2_ptds: return kCopy;
+      default: return {};
+    }
+  }
+  switch (cbid) {
+    case CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaThreadSynchronize_v3020: return kContext;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000: return kStream;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020: return kEvent;
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy2D_ptds_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy3D_ptds_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyToSymbol_ptds_v7000:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_v3020:
+    case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyFromSymbol_ptds_v7000: return kCopy;
+    default: return {};
+  }
 }
 
 }  // namespace
@@ -104,6 +166,20 @@ void CuptiAggregator::consume(const CUpti_Activity* record) {
       pending_.push_back(std::move(p));
       break;
     }
+    case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+      // Peer-to-peer: device to device, between the two devices it names.
+      const auto* m = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4*>(record);
+      Pending p{What::Memcpy, m->correlationId, copy_name(CopyKind::DeviceToDevice)};
+      const auto foreign = [this](uint32_t device) {
+        return home_device_ >= 0 && static_cast<int>(device) != home_device_;
+      };
+      p.cross_device =
+          m->srcDeviceId != m->dstDeviceId || foreign(m->srcDeviceId) || foreign(m->dstDeviceId);
+      p.bytes = static_cast<int64_t>(m->bytes);
+      set_time_and_place(p, *m);
+      pending_.push_back(std::move(p));
+      break;
+    }
     case CUPTI_ACTIVITY_KIND_MEMSET: {
       const auto* m = reinterpret_cast<const CUpti_ActivityMemset4*>(record);
       Pending p{What::Memset, m->correlationId, "memset"};
@@ -151,6 +227,74 @@ void CuptiAggregator::consume(const CUpti_Activity* record) {
   }
 }
 
+void CuptiAggregator::add_syncs_of_calls() {
+  // What the device records say: the calls a SYNCHRONIZATION record is correlated to, and the
+  // calls that copied between host and device.
+  std::unordered_set<uint32_t> recorded;
+  std::unordered_map<uint32_t, CopyKind> host_copies;
+  for (const Pending& p : pending_) {
+    if (p.what == What::Sync) recorded.insert(p.correlation);
+    if (p.what == What::Memcpy && p.copy_kind != CopyKind::DeviceToDevice) {
+      host_copies.emplace(p.correlation, p.copy_kind);
+    }
+  }
+  // Runtime calls per thread, by start: the driver calls made inside one are part of it (kept
+  // only when a driver call blocks: most windows have none).
+  std::unordered_map<uint32_t, std::vector<std::pair<uint64_t, uint32_t>>> runtime_calls;
+  const bool driver_blocks = std::any_of(api_calls_.begin(), api_calls_.end(), [](const auto& c) {
+    return c.second.driver && blocking(true, c.second.cbid).how != Blocking::None;
+  });
+  if (driver_blocks) {
+    for (const auto& [correlation, call] : api_calls_) {
+      if (!call.driver) runtime_calls[call.thread].emplace_back(call.start, correlation);
+    }
+    for (auto& [thread, calls] : runtime_calls) std::sort(calls.begin(), calls.end());
+  }
+  const auto outer_call = [&](uint32_t correlation, const ApiCall& call) {
+    if (!call.driver || (call.start == 0 && call.end == 0)) return correlation;  // untimed
+    auto thread = runtime_calls.find(call.thread);
+    if (thread == runtime_calls.end()) return correlation;
+    const auto& calls = thread->second;
+    auto after =
+        std::upper_bound(calls.begin(), calls.end(), std::make_pair(call.start, UINT32_MAX));
+    if (after == calls.begin()) return correlation;
+    const uint32_t runtime = std::prev(after)->second;
+    return api_calls_.at(runtime).end >= call.end ? runtime : correlation;
+  };
+  // One wait per outermost call: covered when a record is correlated to it or a call inside it.
+  struct Wait {
+    BlockingCall how;
+    bool recorded = false;
+    std::optional<CopyKind> host_copy;
+  };
+  std::map<uint32_t, Wait> waits;  // by the outermost call's correlation id
+  for (const auto& [correlation, call] : api_calls_) {
+    const BlockingCall how = blocking(call.driver, call.cbid);
+    if (how.how == Blocking::None) continue;
+    const uint32_t outer = outer_call(correlation, call);
+    Wait& w = waits[outer];
+    if (w.how.how == Blocking::None || outer == correlation) w.how = how;
+    for (uint32_t id : {correlation, outer}) {
+      if (recorded.count(id)) w.recorded = true;
+      if (auto copy = host_copies.find(id); copy != host_copies.end()) w.host_copy = copy->second;
+    }
+  }
+  for (const auto& [correlation, w] : waits) {
+    if (w.recorded) continue;
+    const char* site = w.how.site;
+    if (w.how.how == Blocking::CopyWithHost) {
+      if (!w.host_copy) continue;  // device to device (or no copy seen): the host did not wait
+      site = *w.host_copy == CopyKind::HostToDevice ? "blocking copy H2D" : "blocking copy D2H";
+    }
+    const ApiCall& call = api_calls_.at(correlation);
+    Pending p{What::Sync, correlation, site};
+    p.from_call = true;
+    p.start = call.start;
+    p.end = call.end;
+    pending_.push_back(std::move(p));
+  }
+}
+
 uint64_t CuptiAggregator::phase_of(const Pending& p) const {
   if (auto ext = external_of_.find(p.correlation); ext != external_of_.end()) {
     return ext->second < names_.size() ? ext->second : 0;
@@ -181,8 +325,13 @@ void CuptiAggregator::trace_record(const Pending& p, const std::string& phase,
   const int64_t start = static_cast<int64_t>(p.start) + clock_offset_ns_;
   const int64_t end = static_cast<int64_t>(std::max(p.end, p.start)) + clock_offset_ns_;
   if (p.what == What::Sync) {
-    trace_->add_span("syncs", p.name, "sync", start, end,
-                     {{"phase", phase}, {"stream", std::to_string(p.stream)}});
+    std::vector<std::pair<std::string, std::string>> args = {{"phase", phase}};
+    if (p.from_call) {
+      args.emplace_back("counted from", "api call, no record");
+    } else {
+      args.emplace_back("stream", std::to_string(p.stream));
+    }
+    trace_->add_span("syncs", p.name, "sync", start, end, std::move(args));
     return;
   }
   const std::string track = p.what == What::StreamWait
@@ -221,6 +370,7 @@ Counts CuptiAggregator::resolve() {
   std::map<std::string, int64_t> gpu_ns;
   std::set<std::string> untimed;
   std::map<std::pair<std::string, int64_t>, std::pair<uint64_t, uint64_t>> spans;
+  add_syncs_of_calls();
   for (const Pending& p : pending_) {
     const uint64_t id = phase_of(p);
     if (id == uncounted) continue;

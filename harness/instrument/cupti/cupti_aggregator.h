@@ -14,10 +14,25 @@
 // Records arrive in any order, so everything is buffered until resolve(). Kept apart from the
 // live collector (cupti_collector.cpp) so that unit tests can feed it synthetic records.
 //
-// Times: a sync's wait is its SYNCHRONIZATION record's end - start. A phase's GPU time is the sum
-// of its kernels', memcpys' and memsets' durations; its GPU span, summed over its occurrences, is
-// each occurrence's first start to last end, an occurrence being the phase's latest begin before
-// the call that issued the record started (or, without the call, before the record started).
+// Syncs: SYNCHRONIZATION records of stream, context and event synchronize, cross-checked with the
+// runtime and driver API records: a call that makes the host wait (cudaDeviceSynchronize,
+// cudaStreamSynchronize, cudaEventSynchronize, their cu* driver forms, and a synchronous memcpy
+// between host and device such as cudaMemcpy) without a SYNCHRONIZATION record correlated to it
+// is one sync as well, timed by the call itself. CUPTI 13.0 before its Update 1 (API version
+// 130000) gives no record for cudaDeviceSynchronize and cuCtxSynchronize_v2, and none gives one
+// for a synchronous memcpy. A driver call made inside a runtime call on the same thread (the
+// runtime's cudaDeviceSynchronize calls cuCtxSynchronize) is part of it: one sync, covered by a
+// record correlated to either.
+//
+// Copies: MEMCPY records by copy kind; peer-to-peer copies come as MEMCPY2 records
+// (CUpti_ActivityMemcpyPtoP4): D2D, cross-device when source and destination differ or either is
+// not the home device.
+//
+// Times: a sync's wait is its SYNCHRONIZATION record's end - start (a sync from a call: the
+// call's). A phase's GPU time is the sum of its kernels', memcpys' and memsets' durations; its GPU
+// span, summed over its occurrences, is each occurrence's first start to last end, an occurrence
+// being the phase's latest begin before the call that issued the record started (or, without the
+// call, before the record started).
 #include <cupti_activity.h>
 
 #include <cstdint>
@@ -74,6 +89,7 @@ class CuptiAggregator {
     int64_t copies = 1;      // copyCount of a memcpy record (batched copies)
     bool host_pinned = false;
     bool cross_device = false;
+    bool from_call = false;       // a sync counted from its API call (no SYNCHRONIZATION record)
     uint64_t start = 0, end = 0;  // CUPTI timestamps
     uint32_t device = 0, stream = 0;
   };
@@ -88,6 +104,8 @@ class CuptiAggregator {
     uint64_t innermost;  // phase id after the boundary (0: none)
   };
 
+  // Adds a sync for each blocking API call no SYNCHRONIZATION record covers (see the top).
+  void add_syncs_of_calls();
   uint64_t phase_of(const Pending& p) const;
   // When the occurrence of phase `id` that issued `p` began (INT64_MIN: before what is kept).
   int64_t occurrence_of(const Pending& p, uint64_t id) const;

@@ -22,11 +22,13 @@ namespace {
 
 constexpr size_t kBufferBytes = 8 << 20;
 constexpr size_t kBufferAlign = 8;
+// MEMCPY2: peer-to-peer copies, which MEMCPY does not carry. RUNTIME and DRIVER: the calls, for
+// the phase of other threads' records and the syncs CUPTI gives no SYNCHRONIZATION record for.
 constexpr CUpti_ActivityKind kKinds[] = {
     CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-    CUPTI_ACTIVITY_KIND_MEMSET,            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,
-    CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION, CUPTI_ACTIVITY_KIND_RUNTIME,
-    CUPTI_ACTIVITY_KIND_DRIVER};
+    CUPTI_ACTIVITY_KIND_MEMCPY2,           CUPTI_ACTIVITY_KIND_MEMSET,
+    CUPTI_ACTIVITY_KIND_SYNCHRONIZATION,   CUPTI_ACTIVITY_KIND_EXTERNAL_CORRELATION,
+    CUPTI_ACTIVITY_KIND_RUNTIME,           CUPTI_ACTIVITY_KIND_DRIVER};
 
 std::string cupti_message(CUptiResult r) {
   const char* text = nullptr;
