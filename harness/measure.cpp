@@ -98,6 +98,7 @@ void StepWindow::on_train_step_start(runtime::Trainer&, int64_t step) {
   throw_if_stopped();  // loops that drive a window by hand stop here too (interrupt.h)
   if (step <= after_step_) return;
   instrument_.drain();  // what came before the step is not the step's time
+  step_range_.emplace("step " + std::to_string(step));
   counting_ = !interleave_ || window_steps_ % 2 == 0;
   if (counting_) {
     instrument_.start();
@@ -112,6 +113,7 @@ void StepWindow::on_train_step_start(runtime::Trainer&, int64_t step) {
 void StepWindow::on_train_step_end(runtime::Trainer&, int64_t) {
   if (!in_step_) return;
   instrument_.drain();
+  step_range_.reset();
   const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::steady_clock::now() - started_)
                          .count();

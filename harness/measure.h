@@ -81,6 +81,7 @@ class StepWindow final : public runtime::TrainerCallback {
   std::optional<int64_t> step_sync_wait_begin_;
   std::vector<int64_t> step_sync_wait_ns_;
   bool sync_wait_per_step_ = true;
+  std::optional<NvtxRange> step_range_;  // "step N" while a step of the window runs
 };
 
 // count, mean, median, min, max, stddev of step times, in ns ("<prefix>.<stat>"); `what` names

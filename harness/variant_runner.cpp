@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "harness/instrument/phase.h"
 #include "harness/interrupt.h"
 
 namespace harness {
@@ -27,6 +28,7 @@ VariantResult VariantRunner::run(const std::string& name,
   const std::string section = scenario_ + " " + name;
   if (context_.trace) context_.trace->section_begin(section);
   try {
+    const NvtxRange range(scenario_ + "/" + name);  // tells variants apart on an nsys timeline
     body(r);
     r.ran = true;
   } catch (const std::exception& e) {

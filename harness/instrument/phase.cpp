@@ -20,12 +20,8 @@ nvtxDomainHandle_t harness_domain() {
   return domain;
 }
 #endif
-}  // namespace
 
-bool phases_are_nvtx_ranges() noexcept { return HARNESS_HAVE_NVTX != 0; }
-
-Phase::Phase(const char* name) noexcept : name_(name), parent_(g_top.load()) {
-  g_top.store(this);
+void push_range(const char* name) noexcept {
 #if HARNESS_HAVE_NVTX
   nvtxEventAttributes_t attributes{};
   attributes.version = NVTX_VERSION;
@@ -33,7 +29,26 @@ Phase::Phase(const char* name) noexcept : name_(name), parent_(g_top.load()) {
   attributes.messageType = NVTX_MESSAGE_TYPE_ASCII;
   attributes.message.ascii = name;
   nvtxDomainRangePushEx(harness_domain(), &attributes);
+#else
+  (void)name;
 #endif
+}
+
+void pop_range() noexcept {
+#if HARNESS_HAVE_NVTX
+  nvtxDomainRangePop(harness_domain());
+#endif
+}
+}  // namespace
+
+bool phases_are_nvtx_ranges() noexcept { return HARNESS_HAVE_NVTX != 0; }
+
+NvtxRange::NvtxRange(const std::string& name) noexcept { push_range(name.c_str()); }
+NvtxRange::~NvtxRange() { pop_range(); }
+
+Phase::Phase(const char* name) noexcept : name_(name), parent_(g_top.load()) {
+  g_top.store(this);
+  push_range(name);
   for (auto& slot : g_listeners) {
     if (PhaseListener* l = slot.load()) l->on_phase_begin(name_);
   }
@@ -43,9 +58,7 @@ Phase::~Phase() {
   for (auto& slot : g_listeners) {
     if (PhaseListener* l = slot.load()) l->on_phase_end(name_);
   }
-#if HARNESS_HAVE_NVTX
-  nvtxDomainRangePop(harness_domain());
-#endif
+  pop_range();
   g_top.store(parent_);
 }
 

@@ -9,6 +9,7 @@
 // that phase. Phases are opened and closed by the thread that drives the run, never concurrently.
 // Names must be string literals (or otherwise outlive the scope): nothing is copied on this path.
 #include <cstddef>
+#include <string>
 
 namespace harness {
 
@@ -31,6 +32,18 @@ class Phase {
 
 // Whether this build emits phases as NVTX ranges (built with NVTX's headers).
 bool phases_are_nvtx_ranges() noexcept;
+
+// An NVTX range in the "harness" domain that is not a phase (nothing is attributed to it): what a
+// timeline needs to tell apart what phases repeat, a variant ("resume_adam/fresh/foreach") or a
+// measured step ("step 13", as torch.profiler's ProfilerStep#13). The name is copied by NVTX when
+// the range opens. Costs nothing in a build without NVTX.
+class NvtxRange {
+ public:
+  explicit NvtxRange(const std::string& name) noexcept;
+  ~NvtxRange();
+  NvtxRange(const NvtxRange&) = delete;
+  NvtxRange& operator=(const NvtxRange&) = delete;
+};
 
 // Observers of phase boundaries: up to kMaxPhaseListeners at once, added and removed by the
 // thread that drives the run. Today at most four: the trace writer (--trace), the CUPTI collector
