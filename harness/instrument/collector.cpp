@@ -68,9 +68,9 @@ void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
 }
 
 SyncSiteKey EventCollector::add_sync(std::string_view op, std::string_view reason,
-                                     int64_t wait_ns, bool collective_wait) {
+                                     int64_t wait_ns, bool collective) {
   const char* phase = Phase::current_name();
-  current_phase_counts().add_sync(wait_ns, collective_wait);
+  current_phase_counts().add_sync(wait_ns, collective);
   SyncSiteKey site{phase, std::string(op), std::string(reason)};
   counts_.sync_sites[site].add_sync(wait_ns);
   if (!trace_) return site;
@@ -89,18 +89,29 @@ void EventCollector::record_sync(std::string_view op, std::string_view reason, i
   SyncSiteKey site;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    site = add_sync(op, reason, wait_ns, /*collective_wait=*/false);
+    site = add_sync(op, reason, wait_ns, /*collective=*/false);
   }
   if (sync_observer_) sync_observer_(site);  // outside the lock (it may take Python's GIL)
 }
 
-void EventCollector::record_collective_wait(std::string_view op, int64_t wait_ns) {
+void EventCollector::record_collective_sync(std::string_view op, std::string_view reason,
+                                            int64_t wait_ns) {
   SyncSiteKey site;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    site = add_sync(op, "collective wait", wait_ns, /*collective_wait=*/true);
+    site = add_sync(op, reason, wait_ns, /*collective=*/true);
   }
   if (sync_observer_) sync_observer_(site);
+}
+
+void EventCollector::record_collective_wait(std::string_view op, int64_t wait_ns) {
+  std::lock_guard<std::mutex> lock(mu_);
+  current_phase_counts().collective_waits += 1;
+  if (trace_ && wait_ns >= 0) {
+    const int64_t now = trace_clock_ns();
+    trace_->add_span("collectives", std::string(op) + " wait", "collective wait", now - wait_ns,
+                     now, {{"phase", Phase::current_name()}, {"host sync", "no (device-side)"}});
+  }
 }
 
 void EventCollector::record_collective(std::string_view name, int64_t bytes) {
@@ -163,6 +174,10 @@ void record_launch(std::string_view op, int64_t begin_ns) noexcept {
 void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
                  bool cross_device) noexcept {
   HARNESS_FORWARD_EVENT(record_copy(kind, bytes, host_pinned, begin_ns, cross_device));
+}
+void record_collective_sync(std::string_view op, std::string_view reason,
+                            int64_t wait_ns) noexcept {
+  HARNESS_FORWARD_EVENT(record_collective_sync(op, reason, wait_ns));
 }
 void record_collective_wait(std::string_view op, int64_t wait_ns) noexcept {
   HARNESS_FORWARD_EVENT(record_collective_wait(op, wait_ns));

@@ -20,7 +20,7 @@ namespace harness {
 class TraceRecorder;
 
 // A sync whose wait was not measured (the `wait_ns` argument of record_sync and
-// record_collective_wait).
+// record_collective_sync).
 inline constexpr int64_t kNotTimed = -1;
 
 class EventCollector {
@@ -32,7 +32,13 @@ class EventCollector {
   // `wait_ns`: the host time spent waiting in it (kNotTimed: not measured). A timed sync is a span
   // on the trace, ending now.
   void record_sync(std::string_view op, std::string_view reason, int64_t wait_ns = kNotTimed);
-  // A sync that waited for collective `op` (counted in syncs and apart).
+  // A host sync that waited for collective `op` (barrier(), or a collective on CPU tensors):
+  // counted in syncs and apart (`collective_syncs`), with its site.
+  void record_collective_sync(std::string_view op, std::string_view reason,
+                              int64_t wait_ns = kNotTimed);
+  // A wait for collective `op` on device tensors: device-side (the stream waits for the
+  // collective's stream, as NCCL's work.wait() does), not a host sync. `wait_ns`: the host time
+  // the sim spent in it, for the trace only.
   void record_collective_wait(std::string_view op, int64_t wait_ns = kNotTimed);
   void record_collective(std::string_view name, int64_t bytes);
   void record_stream_wait();
@@ -58,7 +64,7 @@ class EventCollector {
   PhaseCounts& current_phase_counts();  // requires mu_
   int64_t& launch_slot(std::string_view op);  // requires mu_
   SyncSiteKey add_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
-                       bool collective_wait);  // requires mu_
+                       bool collective);  // requires mu_
 
   // Phase names are mostly string literals and op names live as long as the dispatcher: the hot
   // path finds its counters by address (checking the text, in case an address was reused)
@@ -104,6 +110,8 @@ void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_n
                  bool cross_device = false) noexcept;
 void record_sync(std::string_view op, std::string_view reason,
                  int64_t wait_ns = kNotTimed) noexcept;
+void record_collective_sync(std::string_view op, std::string_view reason,
+                            int64_t wait_ns = kNotTimed) noexcept;
 void record_collective_wait(std::string_view op, int64_t wait_ns = kNotTimed) noexcept;
 void record_collective(std::string_view name, int64_t bytes) noexcept;
 void record_stream_wait() noexcept;

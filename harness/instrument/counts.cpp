@@ -33,9 +33,9 @@ void add_optional(std::optional<int64_t>& into, const std::optional<int64_t>& fr
 }
 }  // namespace
 
-void PhaseCounts::add_sync(int64_t wait_ns, bool collective_wait) {
+void PhaseCounts::add_sync(int64_t wait_ns, bool collective) {
   syncs += 1;
-  if (collective_wait) collective_waits += 1;
+  if (collective) collective_syncs += 1;
   if (wait_ns >= 0) {
     sync_wait_ns += wait_ns;
     timed_syncs += 1;
@@ -55,6 +55,7 @@ void PhaseCounts::add(const PhaseCounts& o) {
   d2d.add(o.d2d);
   cross_device.add(o.cross_device);
   syncs += o.syncs;
+  collective_syncs += o.collective_syncs;
   collective_waits += o.collective_waits;
   sync_wait_ns += o.sync_wait_ns;
   timed_syncs += o.timed_syncs;
@@ -72,7 +73,8 @@ void PhaseCounts::add(const PhaseCounts& o) {
 bool PhaseCounts::operator==(const PhaseCounts& o) const {
   return launches == o.launches && launches_by_op == o.launches_by_op && h2d == o.h2d &&
          d2h == o.d2h && d2d == o.d2d && cross_device == o.cross_device && syncs == o.syncs &&
-         collective_waits == o.collective_waits && sync_wait_ns == o.sync_wait_ns &&
+         collective_syncs == o.collective_syncs && collective_waits == o.collective_waits &&
+         sync_wait_ns == o.sync_wait_ns &&
          timed_syncs == o.timed_syncs && memsets == o.memsets && stream_waits == o.stream_waits &&
          collectives == o.collectives && memory == o.memory && gpu_time_ns == o.gpu_time_ns &&
          gpu_span_ns == o.gpu_span_ns;
@@ -122,10 +124,14 @@ std::vector<Measurement> to_measurements(const PhaseCounts& c, double divisor) {
       {"cross_device_copy.bytes", v(c.cross_device.bytes), "bytes",
        "bytes copied to or from a device other than the current one"},
       {"sync.count", v(c.syncs), "count", "host-device synchronizations"},
-      {"sync.collective_wait.count", v(c.collective_waits), "count",
-       "synchronizations that waited for a collective to finish"},
-      {"sync.other.count", v(c.syncs - c.collective_waits), "count",
+      {"sync.collective_wait.count", v(c.collective_syncs), "count",
+       "synchronizations that waited for a collective on the host: barrier(), collectives on CPU "
+       "tensors"},
+      {"sync.other.count", v(c.syncs - c.collective_syncs), "count",
        "synchronizations other than waits for a collective"},
+      {"collective_wait.count", v(c.collective_waits), "count",
+       "waits for a collective on device tensors: device-side (the stream waits, as with NCCL), "
+       "not host syncs"},
       {"sync.wait_time", wait_time(c, divisor), "ns",
        "host time spent waiting in host-device synchronizations (null: not every sync was timed)"},
       {"gpu_time", divided(c.gpu_time_ns, divisor), "ns",

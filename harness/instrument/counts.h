@@ -57,7 +57,12 @@ struct PhaseCounts {
   CopyTally h2d, d2h, d2d;
   CopyTally cross_device;     // copies that touched a device other than the current one (any kind)
   int64_t syncs = 0;
-  int64_t collective_waits = 0;  // the syncs that were waits for a collective to finish
+  // The syncs that waited for a collective on the host: barrier(), and collectives on CPU
+  // tensors (Gloo blocks the caller).
+  int64_t collective_syncs = 0;
+  // Waits for a collective on device tensors: device-side, as NCCL's work.wait() makes the
+  // current stream wait for the NCCL stream; not host syncs (DESIGN.md, "collective wait").
+  int64_t collective_waits = 0;
   // Host time spent waiting in syncs, in ns, over the `timed_syncs` syncs whose wait the instrument
   // measured (sim: the work inside `.item()`, a blocking copy, a synchronize or a collective wait;
   // cuda: SYNCHRONIZATION records' end - start). A total only when every sync was timed.
@@ -77,7 +82,7 @@ struct PhaseCounts {
   CopyTally& copies(CopyKind kind);
   const CopyTally& copies(CopyKind kind) const;
   // One sync; `wait_ns` < 0: its wait was not measured.
-  void add_sync(int64_t wait_ns, bool collective_wait = false);
+  void add_sync(int64_t wait_ns, bool collective = false);
   // Counts are summed; memory is merged (MemoryTally::add), `other` taken as the later.
   void add(const PhaseCounts& other);
   bool operator==(const PhaseCounts& o) const;

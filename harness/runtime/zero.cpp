@@ -164,6 +164,13 @@ void ZeroRedundancyOptimizer::for_each_state_tensor(
 void ZeroRedundancyOptimizer::consolidate_state_dict(Consolidation how, int to) {
   TORCH_CHECK(steps_ > 0, "consolidate_state_dict before the first step: there is no state");
   const int me = comm_.rank();
+  // torch's consolidate_state_dict first builds, on every rank, the placeholder it hands
+  // _broadcast_object where it receives: `empty_messenger = torch.tensor([0], dtype=torch.uint8,
+  // device=...)`, a blocking H2D (found by the parity test against torch's own ZeRO).
+  at::Tensor empty_messenger;
+  if (how == Consolidation::Object) {
+    empty_messenger = at::zeros({1}, at::kByte).to(params_[0].device());
+  }
   OptimizerStateDict merged;
   for (int src = 0; src < comm_.world_size(); ++src) {
     OptimizerStateDict part;

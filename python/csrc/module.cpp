@@ -5,6 +5,8 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/version.h>
 
+#include <c10/core/impl/DeviceGuardImplInterface.h>
+
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
@@ -25,6 +27,10 @@ py::dict copy_dict(const CopyTally& t) {
   d["bytes"] = t.bytes;
   d["pinned"] = t.pinned;
   return d;
+}
+
+const c10::impl::DeviceGuardImplInterface& sim_guard() {
+  return *c10::impl::getDeviceGuardImpl(c10::DeviceType::PrivateUse1);
 }
 
 py::object optional_int(const std::optional<int64_t>& v) {
@@ -162,6 +168,16 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("reset_peak", &sim::reset_peak);
   m.def("set_home_device", &sim::set_home_device);
+  // The current sim device of this thread: the device guard's, which factories and
+  // torch.accelerator use too.
+  m.def("current_device", [] { return static_cast<int>(sim_guard().getDevice().index()); });
+  m.def("set_device", [](int index) {
+    sim_guard().setDevice(c10::Device(c10::DeviceType::PrivateUse1, index));
+  });
+  m.def("exchange_device", [](int index) {
+    return static_cast<int>(
+        sim_guard().exchangeDevice(c10::Device(c10::DeviceType::PrivateUse1, index)).index());
+  });
 
   m.def("enter_phase", &enter_phase);
   m.def("exit_phase", &exit_phase);

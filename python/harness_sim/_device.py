@@ -1,5 +1,16 @@
 """``torch.sim``: the device module PyTorch looks up for the PrivateUse1 backend named ``sim``
-(as ``torch.cuda`` is for CUDA): device count, current device, synchronize, memory, RNG."""
+(as ``torch.cuda`` is for CUDA).
+
+Its members are the contract PyTorch's own code relies on for an out-of-tree device (checked
+against torch_openreg, PyTorch's example backend, and against what torch 2.11 calls on a device
+module): ``device`` (the context manager ``torch/_utils.py`` enters to restore a storage onto the
+device in ``torch.load``), ``_utils._get_device_index`` (``torch/serialization.py``'s
+``_validate_device``), ``is_available`` / ``device_count`` / ``current_device`` / ``set_device``,
+the RNG functions (``torch.random.fork_rng``, checkpointing), ``get_amp_supported_dtype``
+(``torch.autocast``), streams and events, ``synchronize`` and memory statistics. The current
+device is the sim device guard's (``torch.accelerator.current_device_index()`` reads the same):
+per thread, as CUDA's is.
+"""
 from __future__ import annotations
 
 import types
@@ -8,16 +19,26 @@ import torch
 
 from . import _C
 
-_current = 0
 
-
-def _index(device) -> int:
+def _get_device_index(device, optional: bool = False, allow_cpu: bool = False) -> int:
+    """The index of a sim device given as an int, a string or a ``torch.device`` (None, or a
+    device without an index: the current device when ``optional``), as
+    ``torch.cuda._utils._get_device_index`` does for CUDA."""
+    if isinstance(device, str):
+        device = torch.device(device)
+    if isinstance(device, torch.device):
+        if device.type == "cpu" and allow_cpu:
+            return -1
+        if device.type != "sim":
+            raise ValueError(f"expected a sim device, got {device}")
+        device = device.index
     if device is None:
-        return _current
-    if isinstance(device, int):
-        return device
-    device = torch.device(device)
-    return _current if device.index is None else device.index
+        if not optional:
+            raise ValueError("expected a sim device with an index, got none")
+        return current_device()
+    if not isinstance(device, int):
+        raise ValueError(f"expected a sim device, got {device!r}")
+    return device
 
 
 def is_available() -> bool:
@@ -29,7 +50,14 @@ def is_initialized() -> bool:
 
 
 def _lazy_init() -> None:
-    pass
+    pass  # the backend is registered when harness_sim is imported
+
+
+init = _lazy_init
+
+
+def _is_in_bad_fork() -> bool:
+    return False  # nothing of sim's state is lost in a forked child: it is host memory
 
 
 def device_count() -> int:
@@ -37,66 +65,172 @@ def device_count() -> int:
 
 
 def current_device() -> int:
-    return _current
+    return _C.current_device()
 
 
 def set_device(device) -> None:
-    global _current
-    index = _index(device)
-    if not 0 <= index < device_count():
+    index = _get_device_index(device, optional=True)
+    if index < 0:
+        return
+    if index >= device_count():
         raise ValueError(f"sim device {index} out of range: this process has {device_count()}")
-    _current = index
+    _C.set_device(index)
+
+
+class device:
+    """``with torch.sim.device(1):`` makes sim:1 the current device for the block, as
+    ``torch.cuda.device`` does (an int, a string, a ``torch.device``; None or a negative index:
+    no change)."""
+
+    def __init__(self, device):
+        self.idx = _get_device_index(device, optional=True) if device is not None else -1
+        self.prev_idx = -1
+
+    def __enter__(self):
+        if self.idx >= 0:
+            self.prev_idx = _C.exchange_device(self.idx)
+        return self
+
+    def __exit__(self, *exc):
+        if self.prev_idx >= 0:
+            _C.set_device(self.prev_idx)
+        return False
+
+
+class device_of(device):
+    """``with torch.sim.device_of(tensor):`` the tensor's device, if it is a sim tensor."""
+
+    def __init__(self, obj):
+        super().__init__(obj.get_device() if obj.device.type == "sim" else -1)
 
 
 def synchronize(device=None) -> None:
     """A device synchronize: counted as a sync ("device synchronize"), as on CUDA."""
-    _C.synchronize(_index(device))
+    _C.synchronize(_get_device_index(device, optional=True))
 
 
+# --- streams and events: torch's generic ones (sim work completes before an op returns) ------
+Stream = torch.Stream
+Event = torch.Event
+
+
+def current_stream(device=None) -> torch.Stream:
+    return torch.accelerator.current_stream(_get_device_index(device, optional=True))
+
+
+default_stream = current_stream
+
+
+def set_stream(stream: torch.Stream) -> None:
+    torch.accelerator.set_stream(stream)
+
+
+class stream:
+    """``with torch.sim.stream(s):`` (sim has one stream per device; None: no change)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.stream.__enter__()
+        return self.stream
+
+    def __exit__(self, *exc):
+        if self.stream is not None:
+            self.stream.__exit__(*exc)
+        return False
+
+
+# --- memory ------------------------------------------------------------------------------------
 def memory_allocated(device=None) -> int:
-    return _C.memory_stats(_index(device))[0]
+    return _C.memory_stats(_get_device_index(device, optional=True))[0]
 
 
 def max_memory_allocated(device=None) -> int:
-    return _C.memory_stats(_index(device))[1]
+    return _C.memory_stats(_get_device_index(device, optional=True))[1]
 
 
 def reset_peak_memory_stats(device=None) -> None:
-    _C.reset_peak(_index(device))
+    _C.reset_peak(_get_device_index(device, optional=True))
 
 
-# Sim ops draw random numbers from the CPU's generator (sim_runtime.cpp's hooks).
-def _is_in_bad_fork() -> bool:
-    return False
+# The sim allocator reserves nothing beyond what tensors hold.
+memory_reserved = memory_allocated
+max_memory_reserved = max_memory_allocated
 
 
+def memory_stats(device=None) -> dict:
+    allocated, peak = _C.memory_stats(_get_device_index(device, optional=True))
+    return {"allocated_bytes.all.current": allocated, "allocated_bytes.all.peak": peak,
+            "reserved_bytes.all.current": allocated, "reserved_bytes.all.peak": peak}
+
+
+def empty_cache() -> None:
+    pass  # no cache: freed sim memory goes straight back to the host
+
+
+# --- RNG: sim ops draw random numbers from the CPU's generator (sim_runtime.cpp's hooks) -------
 def manual_seed(seed: int) -> None:
     # Not torch.manual_seed: that seeds every device's generator, this one included.
-    torch.default_generator.manual_seed(seed)
+    torch.default_generator.manual_seed(int(seed))
 
 
 manual_seed_all = manual_seed
 
 
-def get_rng_state(device=None) -> torch.Tensor:
+def seed() -> None:
+    torch.default_generator.seed()
+
+
+seed_all = seed
+
+
+def initial_seed() -> int:
+    return torch.default_generator.initial_seed()
+
+
+def get_rng_state(device="sim") -> torch.Tensor:
     return torch.get_rng_state()
 
 
-def set_rng_state(state: torch.Tensor, device=None) -> None:
-    torch.set_rng_state(state)
+def set_rng_state(new_state: torch.Tensor, device="sim") -> None:
+    torch.set_rng_state(new_state)
 
 
+def get_rng_state_all() -> list[torch.Tensor]:
+    return [get_rng_state(i) for i in range(device_count())]
+
+
+def set_rng_state_all(new_states) -> None:
+    for state in new_states:
+        set_rng_state(state)  # one generator for every sim device: the last state wins
+
+
+# --- autocast ---------------------------------------------------------------------------------
 def get_amp_supported_dtype() -> list[torch.dtype]:
     return [torch.float16, torch.bfloat16]
 
 
-def is_bf16_supported() -> bool:
+def is_bf16_supported(including_emulation: bool = True) -> bool:
     return True
 
 
+_utils = types.ModuleType("torch.sim._utils")
+_utils._get_device_index = _get_device_index
+amp = types.ModuleType("torch.sim.amp")
+amp.get_amp_supported_dtype = get_amp_supported_dtype
+
+MEMBERS = ["is_available", "is_initialized", "init", "_lazy_init", "_is_in_bad_fork",
+           "device_count", "current_device", "set_device", "device", "device_of", "synchronize",
+           "Stream", "Event", "current_stream", "default_stream", "set_stream", "stream",
+           "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats",
+           "memory_reserved", "max_memory_reserved", "memory_stats", "empty_cache",
+           "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
+           "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
+           "get_amp_supported_dtype", "is_bf16_supported", "_utils", "amp"]
+
 device_module = types.ModuleType("torch.sim")
-for _name in ["is_available", "is_initialized", "_lazy_init", "device_count", "current_device",
-              "set_device", "synchronize", "memory_allocated", "max_memory_allocated",
-              "reset_peak_memory_stats", "manual_seed", "manual_seed_all", "get_rng_state",
-              "set_rng_state", "get_amp_supported_dtype", "is_bf16_supported", "_is_in_bad_fork"]:
+device_module.__doc__ = __doc__
+for _name in MEMBERS:
     setattr(device_module, _name, globals()[_name])

@@ -8,6 +8,7 @@
 
 #include <ATen/ops/ones.h>
 #include <ATen/ops/zeros.h>
+#include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/jit/serialization/pickle.h>
 
 #include <chrono>
@@ -16,12 +17,14 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <set>
 #include <thread>
 
 #include "harness/instrument/collector.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/runtime/data_parallel.h"
 #include "harness/runtime/dist/communicator.h"
+#include "harness/runtime/dist/counting_backend.h"
 #include "harness/runtime/mlp.h"
 #include "harness/runtime/trainer.h"
 #include "harness/runtime/zero.h"
@@ -114,12 +117,53 @@ TEST(CollectiveCounting, IssueWaitAndBytesAndCrossDeviceCopies) {
     expect(c.collectives.at("broadcast").bytes == 32, "broadcast bytes");
     expect(c.collectives.at("all_reduce").count == 1, "one all_reduce");
     expect(c.collectives.at("all_reduce").bytes == 64, "all_reduce bytes: both tensors");
-    expect(c.collective_waits == 2, "a wait per collective");
-    expect(c.syncs == 2 + 2, "waits plus two blocking D2H copies");
+    expect(c.collective_waits == 2, "a device-side wait per collective");
+    expect(c.syncs == 2, "two blocking D2H copies: waits for collectives on sim tensors are not "
+                         "host syncs");
     expect(c.cross_device.count == 2, "the D2D to sim:1 and the D2H from sim:1");
     // clone() is a same-device D2D memcpy, as on CUDA; the copy to sim:1 is the other one.
     expect(c.d2d.count == 2, ("d2d " + std::to_string(c.d2d.count)).c_str());
     expect(c.d2h.count == 2, ("d2h " + std::to_string(c.d2h.count)).c_str());
+  }));
+}
+
+// Waits as a GPU has them: on sim tensors device-side (not a sync), on CPU tensors and at a
+// barrier a host sync; the Work's future holds the caller's (sim) tensors.
+TEST(CollectiveCounting, WaitsOnDeviceTensorsAreDeviceSideBarriersAndHostTensorsSync) {
+  TempDir tmp;
+  ASSERT_TRUE(run_in_processes(1, [&](int) {
+    sim::initialize();
+    auto store = c10::make_intrusive<c10d::FileStore>(tmp.path + "/store", 1);
+    auto backend = c10::make_intrusive<CountingBackend>(
+        make_gloo_backend(store, 0, 1, std::chrono::seconds(30)));
+    EventCollector collector;
+    at::Tensor on_sim = at::ones({4}, at::TensorOptions().device(sim::device(0)));
+    at::Tensor on_host = at::ones({4});
+    c10::intrusive_ptr<c10::ivalue::Future> future;
+    {
+      ScopedCollection on(collector);
+      std::vector<at::Tensor> sim_list{on_sim}, host_list{on_host};
+      auto work = backend->allreduce(sim_list, c10d::AllreduceOptions());
+      future = work->getFuture();
+      work->wait();                           // device-side
+      backend->allreduce(host_list, c10d::AllreduceOptions())->wait();  // Gloo blocks the host
+      backend->barrier(c10d::BarrierOptions())->wait();  // the host waits
+    }
+    future->wait();
+    const Counts counts = collector.snapshot();
+    const PhaseCounts c = counts.total();
+    auto expect = [](bool ok, const std::string& what) {
+      if (!ok) throw std::runtime_error(what);
+    };
+    expect(c.collective_waits == 1, "one device-side wait: " + std::to_string(c.collective_waits));
+    expect(c.syncs == 2 && c.collective_syncs == 2, "two host syncs: " + std::to_string(c.syncs));
+    std::set<std::string> reasons;
+    for (const auto& [site, tally] : counts.sync_sites) reasons.insert(site.op + ":" + site.reason);
+    expect(reasons == std::set<std::string>{"all_reduce:collective wait (CPU tensors)",
+                                            "barrier:barrier"},
+           "sync sites");
+    const auto results = future->value().toTensorVector();
+    expect(results.size() == 1 && results[0].is_same(on_sim), "the future holds the sim tensor");
   }));
 }
 

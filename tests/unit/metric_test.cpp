@@ -96,9 +96,10 @@ void expect_sync_cost(Probe::Kind kind, int (*updates)(int), SyncCost expected, 
 }
 
 TEST(MetricSync, ScalarStateIsOneBarrierAndOneGather) {
-  // zeros_like x2, stack, sum: 4 launches; waits for the barrier and the gather only.
+  // zeros_like x2, stack, sum: 4 launches; the barrier is a host sync, the gather's wait a
+  // device-side collective wait.
   expect_sync_cost(
-      Probe::Scalar, [](int) { return 2; }, {1, 1, 0, 0, 2, 2, 4}, 12.0);
+      Probe::Scalar, [](int) { return 2; }, {1, 1, 0, 0, 1, 1, 4}, 12.0);
 }
 
 TEST(MetricSync, EqualShapesGatherTheShapesThenTheData) {
@@ -106,7 +107,7 @@ TEST(MetricSync, EqualShapesGatherTheShapesThenTheData) {
   // read each (1 dim); the data's gather (zeros_like x2); stack, sum.
   expect_sync_cost(
       Probe::Vector, [](int) { return 1; },
-      {1, 2, 1, 2, /*syncs=*/3 + 1 + 2, 3, /*launches=*/2 + 2 + 2 + 2 + 2}, 6.0);
+      {1, 2, 1, 2, /*syncs=*/1 + 1 + 2, /*waits=*/2, /*launches=*/2 + 2 + 2 + 2 + 2}, 6.0);
 }
 
 TEST(MetricSync, UnequalShapesArePaddedGatheredAndSliced) {
@@ -115,7 +116,7 @@ TEST(MetricSync, UnequalShapesArePaddedGatheredAndSliced) {
   // rank 0; rank 1, the largest, pads by nothing: a copy), gather; a host read per rank to slice.
   expect_sync_cost(
       Probe::List, [](int rank) { return rank + 1; },
-      {1, 2, 1, 1 + 1 + 2, /*syncs=*/3 + 1 + 1 + 1 + 2, 3,
+      {1, 2, 1, 1 + 1 + 2, /*syncs=*/1 + 1 + 1 + 1 + 2, /*waits=*/2,
        /*launches=*/0 + 2 + 2 + 1 + 1 + 1 + 2 + 1},
       9.0);
 }

@@ -113,6 +113,14 @@ class SimGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   c10::Stream getStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
   c10::Stream getDefaultStream(c10::Device d) const override { return c10::Stream(c10::Stream::DEFAULT, d); }
   c10::Stream exchangeStream(c10::Stream s) const override { return s; }
+  // One stream per device: a pool's stream (c10's Future runs its callbacks on one) or a new
+  // stream is the default stream.
+  c10::Stream getStreamFromGlobalPool(c10::Device d, bool) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
+  c10::Stream getNewStream(c10::Device d, int) const override {
+    return c10::Stream(c10::Stream::DEFAULT, d);
+  }
   c10::DeviceIndex deviceCount() const noexcept override {
     return static_cast<c10::DeviceIndex>(g_device_count);
   }

@@ -1,6 +1,10 @@
 #include "harness/runtime/dist/counting_backend.h"
 
+#include <ATen/core/ivalue.h>
+
+#include <algorithm>
 #include <chrono>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
@@ -30,17 +34,46 @@ int64_t payload_bytes(const std::vector<at::Tensor>& tensors) {
   return bytes;
 }
 
+// How waiting for a collective is counted, as a GPU has it (DESIGN.md, "collective wait"):
+//   Device:  on device tensors: NCCL's work.wait() makes the current stream wait for the NCCL
+//            stream, the host goes on: a device-side collective wait, not a host sync;
+//   Host:    on CPU tensors (Gloo): the caller blocks until the data is there: a host sync;
+//   Barrier: barrier() blocks the host on every backend (NCCL synchronizes its stream): a sync.
+enum class WaitKind { Device, Host, Barrier };
+
+WaitKind wait_kind_of(const std::vector<at::Tensor>& tensors) {
+  for (const at::Tensor& t : tensors) {
+    if (sim::is_sim(t)) return WaitKind::Device;
+  }
+  return WaitKind::Host;
+}
+
 // The inner backend's work, with the wait counted; keeps the aliases alive until it is done.
+// Its future (getFuture) completes when the inner work does, holding `results`: the caller's
+// tensors (the sim tensors, not their host aliases), on their device, as a ProcessGroupNCCL
+// future holds CUDA tensors; waiting on it makes the current stream wait (the sim counts a
+// stream wait), as with NCCL.
 class CountedWork final : public c10d::Work {
  public:
-  CountedWork(c10::intrusive_ptr<c10d::Work> inner, const char* op,
-              std::vector<at::Tensor> keep_alive)
-      : inner_(std::move(inner)), op_(op), keep_alive_(std::move(keep_alive)) {}
+  CountedWork(c10::intrusive_ptr<c10d::Work> inner, const char* op, WaitKind kind,
+              std::vector<at::Tensor> keep_alive, std::vector<at::Tensor> results)
+      : inner_(std::move(inner)),
+        op_(op),
+        kind_(kind),
+        keep_alive_(std::move(keep_alive)),
+        results_(std::move(results)) {}
 
   bool wait(std::chrono::milliseconds timeout) override {
     const int64_t begin = events::begin_time();
     const bool done = inner_->wait(timeout);
-    events::record_collective_wait(op_, events::elapsed_since(begin));
+    const int64_t waited = events::elapsed_since(begin);
+    switch (kind_) {
+      case WaitKind::Device: events::record_collective_wait(op_, waited); break;
+      case WaitKind::Host:
+        events::record_collective_sync(op_, "collective wait (CPU tensors)", waited);
+        break;
+      case WaitKind::Barrier: events::record_collective_sync(op_, "barrier", waited); break;
+    }
     if (done) await_release_by_workers();  // after the wait is timed: bookkeeping, not waiting
     return done;
   }
@@ -49,6 +82,35 @@ class CountedWork final : public c10d::Work {
   std::exception_ptr exception() const override { return inner_->exception(); }
   void synchronize() override { inner_->synchronize(); }
   void abort() override { inner_->abort(); }
+  std::vector<at::Tensor> result() override { return results_; }
+
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override {
+    std::lock_guard<std::mutex> lock(future_mu_);
+    if (future_) return future_;
+    std::vector<c10::Device> devices;
+    for (const at::Tensor& t : results_) {
+      if (t.device().type() != c10::DeviceType::CPU &&
+          std::find(devices.begin(), devices.end(), t.device()) == devices.end()) {
+        devices.push_back(t.device());
+      }
+    }
+    future_ = c10::make_intrusive<c10::ivalue::Future>(
+        c10::ListType::create(c10::TensorType::get()), std::move(devices));
+    // Completed from the inner future's callback (Gloo's worker thread), with the caller's
+    // tensors; an error is passed on as it is.
+    c10::weak_intrusive_ptr<c10::ivalue::Future> weak(future_);
+    inner_->getFuture()->addCallback(
+        [weak, results = results_](c10::ivalue::Future& inner) {
+          auto future = weak.lock();
+          if (!future) return;
+          if (inner.hasError()) {
+            future->setError(inner.exception_ptr());
+          } else {
+            future->markCompleted(c10::IValue(c10::List<at::Tensor>(results)));
+          }
+        });
+    return future_;
+  }
 
  private:
   // The inner backend's worker thread still holds the work (and through it the aliases, which
@@ -66,13 +128,20 @@ class CountedWork final : public c10d::Work {
 
   c10::intrusive_ptr<c10d::Work> inner_;
   const char* op_;
+  WaitKind kind_;
   std::vector<at::Tensor> keep_alive_;
+  std::vector<at::Tensor> results_;
+  std::mutex future_mu_;
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
 c10::intrusive_ptr<c10d::Work> counted(c10::intrusive_ptr<c10d::Work> work, const char* op,
-                                       int64_t bytes, std::vector<at::Tensor> keep_alive) {
+                                       int64_t bytes, WaitKind kind,
+                                       std::vector<at::Tensor> keep_alive,
+                                       std::vector<at::Tensor> results) {
   events::record_collective(op, bytes);
-  return c10::make_intrusive<CountedWork>(std::move(work), op, std::move(keep_alive));
+  return c10::make_intrusive<CountedWork>(std::move(work), op, kind, std::move(keep_alive),
+                                          std::move(results));
 }
 
 }  // namespace
@@ -88,14 +157,16 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::broadcast(std::vector<at::Tensor
                                                           const c10d::BroadcastOptions& opts) {
   std::vector<at::Tensor> inner = for_inner(tensors);
   auto work = inner_->broadcast(inner, opts);
-  return counted(std::move(work), "broadcast", payload_bytes(tensors), std::move(inner));
+  return counted(std::move(work), "broadcast", payload_bytes(tensors), wait_kind_of(tensors),
+                 std::move(inner), tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
   std::vector<at::Tensor> inner = for_inner(tensors);
   auto work = inner_->allreduce(inner, opts);
-  return counted(std::move(work), "all_reduce", payload_bytes(tensors), std::move(inner));
+  return counted(std::move(work), "all_reduce", payload_bytes(tensors), wait_kind_of(tensors),
+                 std::move(inner), tensors);
 }
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::allgather(
@@ -109,7 +180,10 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::allgather(
     keep_alive.insert(keep_alive.end(), inner_out.back().begin(), inner_out.back().end());
   }
   auto work = inner_->allgather(inner_out, inner_in, opts);
-  return counted(std::move(work), "all_gather", payload_bytes(inputs), std::move(keep_alive));
+  std::vector<at::Tensor> results;  // as Gloo's: the output tensors
+  for (const auto& list : outputs) results.insert(results.end(), list.begin(), list.end());
+  return counted(std::move(work), "all_gather", payload_bytes(inputs), wait_kind_of(inputs),
+                 std::move(keep_alive), std::move(results));
 }
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::_allgather_base(
@@ -117,7 +191,7 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::_allgather_base(
   std::vector<at::Tensor> inner = for_inner(std::vector<at::Tensor>{output, input});
   auto work = inner_->_allgather_base(inner[0], inner[1], opts);
   return counted(std::move(work), "all_gather", static_cast<int64_t>(input.nbytes()),
-                 std::move(inner));
+                 wait_kind_of({input}), std::move(inner), {output});
 }
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::_reduce_scatter_base(
@@ -125,11 +199,11 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::_reduce_scatter_base(
   std::vector<at::Tensor> inner = for_inner(std::vector<at::Tensor>{output, input});
   auto work = inner_->_reduce_scatter_base(inner[0], inner[1], opts);
   return counted(std::move(work), "reduce_scatter", static_cast<int64_t>(input.nbytes()),
-                 std::move(inner));
+                 wait_kind_of({input}), std::move(inner), {output});
 }
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::barrier(const c10d::BarrierOptions& opts) {
-  return counted(inner_->barrier(opts), "barrier", 0, {});
+  return counted(inner_->barrier(opts), "barrier", 0, WaitKind::Barrier, {}, {});
 }
 
 }  // namespace harness::runtime

@@ -1,7 +1,10 @@
 #pragma once
 // CountingBackend: a thin c10d backend in front of another (Gloo here) that makes collectives
 // countable. Each collective is recorded when issued ("collective.<name>", payload bytes of this
-// rank's tensors), and waiting for it is recorded as a sync ("collective wait").
+// rank's tensors). Waiting for it is counted as a GPU has it: on device tensors a device-side
+// collective wait (NCCL's work.wait() makes the stream wait; not a host sync), on CPU tensors a
+// host sync (Gloo blocks the caller); barrier() is a host sync. Its Work has a future holding
+// the caller's tensors (DDP's reducer and communication hooks wait on it).
 //
 // Sim tensors live in host memory, so the inner Gloo backend is handed zero-copy host aliases of
 // them: no staging copies exist, so none are counted (as the sim backend never counts its own
