@@ -119,7 +119,7 @@ std::string trend_chart(const std::vector<const Series*>& lines, const CheckOpti
       if (p.value) line.emplace_back(xs(x_of.at(p.run.id)), ys(*p.value));
     }
     if (line.size() > 1) {
-      doc.polyline(line, {{"fill", "none"}, {"stroke", color}, {"stroke-width", "1.5"}});
+      doc.polyline(line, {{"stroke", color}, {"stroke-width", "1.5"}});
     }
     for (const Point& p : s.points) {
       if (!p.value) continue;
