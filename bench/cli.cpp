@@ -6,6 +6,7 @@
 #include <iostream>
 
 #include "bench/compare_command.h"
+#include "bench/history_command.h"
 #include "bench/run.h"
 #include "harness/errors.h"
 #include "harness/interrupt.h"
@@ -106,6 +107,69 @@ CLI::App* define_compare(CLI::App& app, CompareOptions& o) {
   return compare;
 }
 
+struct HistoryCommands {
+  CLI::App* add = nullptr;
+  CLI::App* check = nullptr;
+  CLI::App* show = nullptr;
+};
+
+HistoryCommands define_history(CLI::App& app, HistoryOptions& o) {
+  CLI::App* history = app.add_subcommand(
+      "history",
+      "Runs over many commits in one SQLite file, and what changed along them: counts at any "
+      "change, median step times by change-point detection (E-Divisive with a t-test, as Apache "
+      "Otava).");
+  history->require_subcommand(1);
+  HistoryCommands c;
+  c.add = history->add_subcommand(
+      "add", "Add reports as runs (the same report twice is a no-op). Exit codes: 0, 2 bad input "
+             "(a corrupt or foreign database file is never written).");
+  c.add->add_option("reports", o.reports, "Report files (JSON, schema v1)")->required();
+  c.add->add_option("--commit", o.labels.commit, "The runs' commit (default: the report's git sha)");
+  c.add->add_option("--branch", o.labels.branch, "The runs' branch");
+  c.add->add_option("--date", o.labels.date,
+                    "The runs' date, ISO 8601 (default: the report's start time); runs are "
+                    "ordered by it");
+  c.check = history->add_subcommand(
+      "check", "Find the changes along each series. Exit codes: 0, 1 the newest runs start a "
+               "regression, 2 bad input.");
+  c.show = history->add_subcommand("show", "Every series with its changes: text, JSON or an HTML "
+                                           "page of trend charts.");
+  for (CLI::App* sub : {c.add, c.check, c.show}) {
+    sub->add_option("--db", o.db, "The history file (SQLite)")->required();
+  }
+  for (CLI::App* sub : {c.check, c.show}) {
+    sub->add_option("--scenario", o.filter.scenario, "Only this scenario's series");
+    sub->add_option("--metric", o.filter.metric_glob,
+                    "Only metrics matching this glob, e.g. 'per_step.sync.*' or 'timing.*'");
+    sub->add_option("--branch", o.filter.branch, "Only runs of this branch");
+    sub->add_option("--since", o.check.since,
+                    "A regression fails the check when it starts in the newest N runs of its "
+                    "series; older changes are listed")
+        ->check(CLI::Range(1, 1000000))
+        ->capture_default_str();
+    sub->add_option("--max-pvalue", o.check.change_points.max_pvalue,
+                    "Significance of a change in step time (t-test)")
+        ->check(CLI::Range(1e-12, 0.5))
+        ->capture_default_str();
+    sub->add_option("--min-magnitude", o.check.change_points.min_magnitude,
+                    "A change in step time smaller than this relative change is dropped")
+        ->check(CLI::Range(0.0, 100.0))
+        ->capture_default_str();
+    sub->add_option("--window", o.check.change_points.window, "Runs per change-point window")
+        ->check(CLI::Range(4, 100000))
+        ->capture_default_str();
+  }
+  c.check->add_option("-f,--format", o.format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}))
+      ->capture_default_str();
+  c.show->add_option("-f,--format", o.format, "text, json or html (trend charts)")
+      ->check(CLI::IsMember({"text", "json", "html"}))
+      ->capture_default_str();
+  c.show->add_option("-o,--out", o.out, "Write to this file (atomically) instead of stdout");
+  return c;
+}
+
 }  // namespace
 
 int bench_main(int argc, char** argv) {
@@ -118,10 +182,13 @@ int bench_main(int argc, char** argv) {
   app.footer(
       "Examples:\n  bench --scenario resume_adam --device sim --gate reports/gates/resume_adam.json\n"
       "  bench --scenario fused_adam --device sim --html fused_adam.html\n"
-      "  bench compare base.json head.json --format markdown >> \"$GITHUB_STEP_SUMMARY\"");
+      "  bench compare base.json head.json --format markdown >> \"$GITHUB_STEP_SUMMARY\"\n"
+      "  bench history add report.json --db history.db && bench history check --db history.db");
   define_flags(app, options);
   CompareOptions compare_options;
   CLI::App* compare = define_compare(app, compare_options);
+  HistoryOptions history_options;
+  const HistoryCommands history = define_history(app, history_options);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -131,6 +198,9 @@ int bench_main(int argc, char** argv) {
   }
   try {
     if (compare->parsed()) return static_cast<int>(run_compare(compare_options));
+    if (history.add->parsed()) return static_cast<int>(run_history_add(history_options));
+    if (history.check->parsed()) return static_cast<int>(run_history_check(history_options));
+    if (history.show->parsed()) return static_cast<int>(run_history_show(history_options));
     install_stop_handlers();
     return static_cast<int>(run_bench(options));
   } catch (const Interrupted& stop) {

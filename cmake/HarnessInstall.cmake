@@ -4,7 +4,7 @@ include_guard(GLOBAL)
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-install(TARGETS harness harness_report harness_cli EXPORT harnessTargets
+install(TARGETS harness harness_report harness_history harness_cli EXPORT harnessTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})

@@ -8,12 +8,18 @@
 # (the charts, one self-contained page), gbench.json (Google Benchmark format, for
 # github-action-benchmark or Bencher) and, with BASE_REPORT, compare.md, which it also appends to
 # $GITHUB_STEP_SUMMARY when that is set, and compare.html (base and head side by side).
-# Exit code: 0 every gate passed and nothing regressed, 1 a gate failed or something regressed,
+# With HARNESS_CI_HISTORY=FILE (a history database the CI keeps between jobs), the run is added to
+# it (`bench history add`, branch HARNESS_CI_BRANCH) and checked (`bench history check`, its text
+# in OUT_DIR/history.txt), and OUT_DIR/history.html shows its trends.
+# Exit code: 0 every gate passed and nothing regressed, 1 a gate failed or something regressed
+# (or the history check found a regression in the newest runs),
 # 2 bad input, 3 a scenario failed -- the first failure wins.
 # Environment: BENCH (the bench binary; default: scripts/bench.sh, which sets up and builds),
 #   HARNESS_CI_SCENARIOS (default: all), HARNESS_CI_DEVICE (default: sim),
 #   HARNESS_CI_STEPS (default: 20, enough for the time test's 10 samples a side),
-#   HARNESS_MAX_RATIO (default: 2.0, above this machine's run-to-run drift; see README).
+#   HARNESS_MAX_RATIO (default: 2.0, above this machine's run-to-run drift; see README),
+#   HARNESS_CI_HISTORY (default: none), HARNESS_CI_BRANCH (default: none),
+#   HARNESS_CI_SINCE (default: 5: a regression starting in the newest 5 runs fails the check).
 set -euo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 [ $# -ge 1 ] && [ $# -le 2 ] || { echo "usage: $0 OUT_DIR [BASE_REPORT]" >&2; exit 2; }
@@ -54,5 +60,23 @@ if [ -n "$base" ] && [ -f "$out/report.json" ]; then
     cat "$out/compare.md" >> "$GITHUB_STEP_SUMMARY"
   fi
   [ "$status" -ne 0 ] || status=$compare_status
+fi
+
+history=${HARNESS_CI_HISTORY:-}
+if [ -n "$history" ] && [ -f "$out/report.json" ]; then
+  history_status=0
+  "${bench[@]}" history add "$out/report.json" --db "$history" \
+    ${HARNESS_CI_BRANCH:+--branch "$HARNESS_CI_BRANCH"} || history_status=$?
+  if [ "$history_status" -eq 0 ]; then
+    # Step times change by HARNESS_MAX_RATIO before they count, as in the comparison above.
+    min_magnitude=$(awk -v r="$max_ratio" 'BEGIN { print r - 1 }')
+    "${bench[@]}" history check --db "$history" --since "${HARNESS_CI_SINCE:-5}" \
+      --min-magnitude "$min_magnitude" > "$out/history.txt" || history_status=$?
+    cat "$out/history.txt"
+    [ "$history_status" -eq 2 ] ||
+      "${bench[@]}" history show --db "$history" --format html --out "$out/history.html" ||
+      history_status=$?
+  fi
+  [ "$status" -ne 0 ] || status=$history_status
 fi
 exit "$status"

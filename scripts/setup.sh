@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian 12 machine, then an incremental build.
-#   1. Debian packages (compiler cache, CLI11, nlohmann_json, GoogleTest, Google Benchmark, ninja).
+#   1. Debian packages (compiler cache, CLI11, nlohmann_json, GoogleTest, Google Benchmark, SQLite,
+#      ninja).
 #   2. LibTorch 2.11.0 taken from the PyPI `torch` wheel into a machine-wide cache.
 #   3. CUDA 13's runtime and CUPTI libraries from PyPI, only where LibTorch's CPU library misses
 #      them (a machine without a CUDA toolkit).
@@ -29,7 +30,7 @@ die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 
 # --- 1. Debian packages -----------------------------------------------------------------------
 packages=(ccache ninja-build cmake g++ libcli11-dev libgloo-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-          libbenchmark-dev unzip python3-pip)
+          libbenchmark-dev libsqlite3-dev unzip python3-pip)
 if [ "${HARNESS_WITH_TEST_TOOLS:-0}" = 1 ]; then
   packages+=(libbenchmark-tools python3-scipy chromium)
 fi

@@ -175,6 +175,8 @@ std::string comparison_block(const RunComparison& c) {
 
 }  // namespace
 
+const char* html_page_style() { return kStyle; }
+
 std::string render_html(const HtmlPage& page) {
   const RunReport& head = *page.head;
   const bool paired = page.base != nullptr;

@@ -37,4 +37,7 @@ struct HtmlPage {
 
 std::string render_html(const HtmlPage& page);
 
+// The page's inline style sheet, for other pages in the same style (bench history show).
+const char* html_page_style();
+
 }  // namespace harness

@@ -1,0 +1,88 @@
+#include "bench/history_command.h"
+
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "harness/report/history/show.h"
+#include "harness/report/json_report.h"
+
+namespace harness {
+namespace {
+
+struct ReadReport {
+  std::string path;
+  RunReport report;
+  std::string identity;
+};
+
+ReadReport read_report(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError("cannot read report '" + path + "'");
+  std::ostringstream text;
+  text << in.rdbuf();
+  ReadReport out{path, parse_report_text(text.str(), path), ""};
+  out.identity = history::report_identity(ReportJson::parse(text.str()).dump());
+  return out;
+}
+
+}  // namespace
+
+ExitCode run_history_add(const HistoryOptions& o) {
+  // Every report is read and checked before the database is opened for writing.
+  std::vector<ReadReport> reports;
+  for (const std::string& path : o.reports) reports.push_back(read_report(path));
+  history::RunLabels labels = o.labels;
+  labels.date = history::utc_date(labels.date);
+  history::Store store(o.db, /*writable=*/true);
+  for (const ReadReport& r : reports) {
+    const history::Store::Added added = store.add(r.report, r.identity, labels, r.path);
+    std::cerr << "bench history add: " << r.path << (added.added ? " -> run " : " already in the history as run ")
+              << added.run_id << " (commit " << added.run.commit.substr(0, 12)
+              << (added.run.branch.empty() ? "" : " on " + added.run.branch) << ", "
+              << added.run.date << ")\n";
+  }
+  return ExitCode::Ok;
+}
+
+ExitCode run_history_check(const HistoryOptions& o) {
+  const history::Store store(o.db, /*writable=*/false);
+  const std::vector<history::Series> series = store.series(o.filter);
+  if (series.empty()) {
+    throw InputError("history database '" + o.db + "' has no series" +
+                     (o.filter.scenario.empty() && o.filter.metric_glob.empty() ? "" : " matching the filters"));
+  }
+  const history::CheckResult result = history::check_history(series, store.run_count(), o.check);
+  if (o.format == "json") {
+    ReportJson out = history::show_json(series, result.runs, o.check);
+    out["failed"] = result.failed();
+    std::cout << out.dump(2) << "\n";
+  } else {
+    std::cout << history::check_text(result, o.check) << std::flush;
+  }
+  return result.failed() ? ExitCode::GateFailed : ExitCode::Ok;
+}
+
+ExitCode run_history_show(const HistoryOptions& o) {
+  check_writable_destination(o.out, "--out");
+  const history::Store store(o.db, /*writable=*/false);
+  const std::vector<history::Series> series = store.series(o.filter);
+  const size_t runs = store.run_count();
+  std::string text;
+  if (o.format == "json") {
+    text = history::show_json(series, runs, o.check).dump(2) + "\n";
+  } else if (o.format == "html") {
+    text = history::show_html(series, runs, o.check, o.db);
+  } else {
+    text = history::show_text(series, runs, o.check);
+  }
+  if (o.out.empty()) {
+    std::cout << text << std::flush;
+  } else {
+    write_file_atomically(o.out, text);
+    std::cerr << "bench history show: " << series.size() << " series written to " << o.out << "\n";
+  }
+  return ExitCode::Ok;
+}
+
+}  // namespace harness

@@ -1,0 +1,131 @@
+// Findings along the history's series (see check.h).
+#include "harness/report/history/check.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "harness/report/format.h"
+#include "harness/report/statistics.h"
+
+namespace harness::history {
+namespace {
+
+constexpr double kCountTolerance = 1e-9;  // per-step divisions round
+
+Finding finding_at(const Series& series, size_t index, double before, double after,
+                   const CheckOptions& options) {
+  Finding f;
+  f.scenario = series.scenario;
+  f.variant = series.variant;
+  f.metric = series.metric;
+  f.unit = series.unit;
+  f.kind = series.kind;
+  f.index = index;
+  f.run = series.points[index].run;
+  f.before = before;
+  f.after = after;
+  f.regression = after > before;
+  f.recent = index + options.since >= series.points.size();
+  return f;
+}
+
+std::string number(double value, const std::string& unit) {
+  if (unit == "ns") return format_duration_ns(value);
+  return format_number(value);
+}
+
+std::string percent(double change) {
+  char out[32];
+  std::snprintf(out, sizeof out, "%+.1f%%", change * 100);
+  return out;
+}
+
+}  // namespace
+
+double Finding::relative_change() const { return before == 0 ? 0 : after / before - 1; }
+
+std::vector<Finding> series_findings(const Series& series, const CheckOptions& options) {
+  std::vector<Finding> out;
+  // Measured points only (a null is a run that did not measure it).
+  std::vector<size_t> at;
+  std::vector<double> values;
+  for (size_t i = 0; i < series.points.size(); ++i) {
+    if (series.points[i].value) {
+      at.push_back(i);
+      values.push_back(*series.points[i].value);
+    }
+  }
+  if (series.kind == MetricKind::Count) {
+    for (size_t k = 1; k < values.size(); ++k) {
+      const double slack = kCountTolerance * std::max(1.0, std::fabs(values[k - 1]));
+      if (std::fabs(values[k] - values[k - 1]) > slack) {
+        out.push_back(finding_at(series, at[k], values[k - 1], values[k], options));
+      }
+    }
+    return out;
+  }
+  for (const ChangePoint& p : find_change_points(values, options.change_points)) {
+    Finding f = finding_at(series, at[p.index], p.mean_before, p.mean_after, options);
+    if (!std::isnan(p.pvalue)) f.pvalue = p.pvalue;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+bool CheckResult::failed() const {
+  for (const Finding& f : findings) {
+    if (f.fails()) return true;
+  }
+  return false;
+}
+
+CheckResult check_history(const std::vector<Series>& series, size_t runs,
+                          const CheckOptions& options) {
+  CheckResult out;
+  out.runs = runs;
+  for (const Series& s : series) {
+    ++out.series_checked;
+    for (Finding& f : series_findings(s, options)) out.findings.push_back(std::move(f));
+  }
+  return out;
+}
+
+std::string describe(const Finding& f) {
+  std::ostringstream out;
+  out << f.scenario << " " << f.variant << " " << f.metric << ": "
+      << (f.kind == MetricKind::Time ? "mean " : "") << number(f.before, f.unit) << " -> "
+      << number(f.after, f.unit);
+  if (f.before != 0) out << " (" << percent(f.relative_change()) << ")";
+  out << " from commit " << f.run.commit.substr(0, 12);
+  if (!f.run.branch.empty()) out << " on " << f.run.branch;
+  out << " (" << f.run.date << ")";
+  if (f.pvalue) out << ", p = " << format_p_value(*f.pvalue);
+  return out.str();
+}
+
+std::string check_text(const CheckResult& result, const CheckOptions& options) {
+  std::ostringstream out;
+  size_t failing = 0, recent = 0;
+  for (const Finding& f : result.findings) {
+    failing += f.fails();
+    recent += f.recent;
+  }
+  out << "bench history check: " << result.series_checked << " series over " << result.runs
+      << " runs; " << failing << " regression" << (failing == 1 ? "" : "s") << " in the newest "
+      << options.since << " runs, " << result.findings.size() - recent << " earlier change"
+      << (result.findings.size() - recent == 1 ? "" : "s") << "\n";
+  for (const bool newest : {true, false}) {
+    bool header = false;
+    for (const Finding& f : result.findings) {
+      if (f.recent != newest) continue;
+      if (!header) out << (newest ? "New changes:\n" : "Earlier changes:\n");
+      header = true;
+      out << "  " << (f.regression ? (newest ? "REGRESSION " : "regression ") : "improvement ")
+          << describe(f) << "\n";
+    }
+  }
+  return out.str();
+}
+
+}  // namespace harness::history

@@ -1,0 +1,61 @@
+#pragma once
+// bench history check: what changed along each series of the history, and whether the newest runs
+// start a regression.
+//   - Counts (exact): any change between consecutive runs is a finding, named with the first run
+//     (commit) that has the new value.
+//   - Times (each run's median step time): E-Divisive with a t-test (change_points.h).
+// Every metric the history keeps is better lower, so a rise is a regression. A regression fails the
+// check when its first run is among the newest `since` runs of its series; older changes are
+// listed, not failed (they were reported when they were new).
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/report/history/change_points.h"
+#include "harness/report/history/store.h"
+
+namespace harness::history {
+
+struct CheckOptions {
+  size_t since = 5;  // a change starting in the newest `since` runs of its series is new
+  ChangePointOptions change_points;
+};
+
+struct Finding {
+  std::string scenario;
+  std::string variant;
+  std::string metric;
+  std::string unit;
+  MetricKind kind = MetricKind::Count;
+  size_t index = 0;   // the first point (run) with the new level, in its series
+  Run run;            // that run: its commit, branch and date
+  double before = 0;  // the value (count) or mean (time) before and after
+  double after = 0;
+  std::optional<double> pvalue;  // times only
+  bool regression = false;       // a rise
+  bool recent = false;           // starts in the newest `since` runs
+
+  double relative_change() const;  // after / before - 1 (0 when before is 0)
+  bool fails() const { return regression && recent; }
+};
+
+// The change points of one series, as findings (oldest first).
+std::vector<Finding> series_findings(const Series& series, const CheckOptions& options);
+
+struct CheckResult {
+  size_t series_checked = 0;
+  size_t runs = 0;
+  std::vector<Finding> findings;  // by scenario, variant, metric, then index
+  bool failed() const;
+};
+
+CheckResult check_history(const std::vector<Series>& series, size_t runs,
+                          const CheckOptions& options);
+
+// "resume_adam resume_move_all/foreach per_step.d2h.count: 20 -> 40 (+100%) from commit abc1234
+//  (main, 2026-01-02T00:00:00Z)"; times add the p-value.
+std::string describe(const Finding& finding);
+std::string check_text(const CheckResult& result, const CheckOptions& options);
+
+}  // namespace harness::history

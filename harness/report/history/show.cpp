@@ -1,0 +1,89 @@
+// bench history show as text and JSON (see show.h).
+#include "harness/report/history/show.h"
+
+#include <algorithm>
+#include <sstream>
+
+#include "harness/report/format.h"
+
+namespace harness::history {
+namespace {
+
+std::string value_text(const std::optional<double>& value, const std::string& unit) {
+  if (!value) return "null";
+  return unit == "ns" ? format_duration_ns(*value) : format_number(*value);
+}
+
+}  // namespace
+
+std::string show_text(const std::vector<Series>& series, size_t runs, const CheckOptions& options) {
+  std::ostringstream out;
+  out << "bench history: " << series.size() << " series over " << runs << " runs\n";
+  std::string scenario;
+  for (const Series& s : series) {
+    if (s.scenario != scenario) out << "\n" << s.scenario << "\n";
+    scenario = s.scenario;
+    std::optional<double> lo, hi;
+    for (const Point& p : s.points) {
+      if (!p.value) continue;
+      lo = lo ? std::min(*lo, *p.value) : *p.value;
+      hi = hi ? std::max(*hi, *p.value) : *p.value;
+    }
+    const std::vector<Finding> changes = series_findings(s, options);
+    out << "  " << s.variant << " " << s.metric << ": " << s.points.size() << " runs, last "
+        << value_text(s.points.empty() ? std::nullopt : s.points.back().value, s.unit);
+    if (lo && *lo != *hi) out << ", range " << value_text(lo, s.unit) << " .. " << value_text(hi, s.unit);
+    out << (changes.empty() ? ", no change\n" : "\n");
+    for (const Finding& f : changes) {
+      out << "    " << (f.regression ? "rise" : "fall") << " at run " << f.index + 1 << ": "
+          << describe(f).substr(f.scenario.size() + f.variant.size() + f.metric.size() + 4) << "\n";
+    }
+  }
+  return out.str();
+}
+
+ReportJson show_json(const std::vector<Series>& series, size_t runs, const CheckOptions& options) {
+  ReportJson out;
+  out["history_show_version"] = kHistoryShowVersion;
+  out["runs"] = runs;
+  out["change_points"] = {{"method", "e-divisive means with a Student t-test (apache-otava)"},
+                          {"window", options.change_points.window},
+                          {"max_pvalue", options.change_points.max_pvalue},
+                          {"min_magnitude", options.change_points.min_magnitude},
+                          {"since", options.since}};
+  ReportJson list = ReportJson::array();
+  for (const Series& s : series) {
+    ReportJson j;
+    j["scenario"] = s.scenario;
+    j["variant"] = s.variant;
+    j["metric"] = s.metric;
+    j["unit"] = s.unit;
+    j["kind"] = to_string(s.kind);
+    ReportJson points = ReportJson::array();
+    for (const Point& p : s.points) {
+      points.push_back({{"run", p.run.id},
+                        {"commit", p.run.commit},
+                        {"branch", p.run.branch},
+                        {"date", p.run.date},
+                        {"value", value_json(p.value)}});
+    }
+    j["points"] = std::move(points);
+    ReportJson changes = ReportJson::array();
+    for (const Finding& f : series_findings(s, options)) {
+      changes.push_back({{"index", f.index},
+                         {"commit", f.run.commit},
+                         {"before", value_json(f.before)},
+                         {"after", value_json(f.after)},
+                         {"relative_change", value_json(f.relative_change())},
+                         {"pvalue", f.pvalue ? value_json(*f.pvalue) : ReportJson()},
+                         {"regression", f.regression},
+                         {"recent", f.recent}});
+    }
+    j["change_points"] = std::move(changes);
+    list.push_back(std::move(j));
+  }
+  out["series"] = std::move(list);
+  return out;
+}
+
+}  // namespace harness::history

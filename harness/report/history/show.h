@@ -1,0 +1,23 @@
+#pragma once
+// bench history show: the history's series with their change points, as text, JSON (layout in
+// reports/schema/history-v1.md) or one self-contained HTML page of trend charts (show_html.cpp).
+#include <string>
+#include <vector>
+
+#include "harness/report/history/check.h"
+#include "harness/report/history/store.h"
+#include "harness/report/json_report.h"
+
+namespace harness::history {
+
+inline constexpr const char* kHistoryShowVersion = "1.0.0";
+
+// One line per series: its runs, first and last value, range, and each change with its commit.
+std::string show_text(const std::vector<Series>& series, size_t runs, const CheckOptions& options);
+ReportJson show_json(const std::vector<Series>& series, size_t runs, const CheckOptions& options);
+// Per scenario, a chart per metric with one line per variant over the runs (commits on the x
+// axis), change points marked; counts that never changed are listed, not drawn.
+std::string show_html(const std::vector<Series>& series, size_t runs, const CheckOptions& options,
+                      const std::string& source);
+
+}  // namespace harness::history

@@ -1,0 +1,287 @@
+"""bench history add / check / show on the real binary: real runs of one build, runs whose counts
+were raised, a step time that shifts, duplicate adds, corrupt and foreign database files,
+concurrent writers, the JSON and the HTML page (parsed as XML), and the CI recipe with a history.
+
+Environment: BENCH (path of the bench binary), SOURCE_DIR (the repository root).
+"""
+import copy
+import hashlib
+import json
+import os
+import sqlite3
+import subprocess
+import tempfile
+import unittest
+import xml.etree.ElementTree as ET
+
+BENCH = os.environ["BENCH"]
+SOURCE_DIR = os.environ["SOURCE_DIR"]
+CI_SCRIPT = os.path.join(SOURCE_DIR, "scripts", "ci_bench.sh")
+RUNS = 12
+
+
+def bench(*args):
+    return subprocess.run([BENCH, *args], capture_output=True, text=True, timeout=600,
+                          stdin=subprocess.DEVNULL)
+
+
+def variant(report, name):
+    return next(v for v in report["scenarios"][0]["variants"] if v["name"] == name)
+
+
+def digest(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+def write_json(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f)
+
+
+class History(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.reports = []
+        for i in range(RUNS):
+            path = os.path.join(cls.tmp.name, f"run{i:02}.json")
+            r = bench("-s", "resume_adam", "-d", "sim", "--steps", "5", "--quiet", "-o", path)
+            assert r.returncode == 0, r.stdout + r.stderr
+            cls.reports.append(path)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def fresh_db(self, name):
+        db = self.path(name)
+        for suffix in ("", "-wal", "-shm"):
+            if os.path.exists(db + suffix):
+                os.remove(db + suffix)
+        return db
+
+    def add_build(self, db):
+        """The 12 runs of one build, a day apart."""
+        for i, report in enumerate(self.reports):
+            r = bench("history", "add", report, "--db", db, "--branch", "main",
+                      "--date", f"2026-01-{i + 1:02}T12:00:00Z")
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_runs_of_one_build_pass_then_raised_counts_fail(self):
+        db = self.fresh_db("build.db")
+        self.add_build(db)
+        # Counts as they are; step times of one build on this shared 2-core machine vary by up
+        # to ~80 % between runs as the load changes (real shifts that E-Divisive finds), so
+        # times are judged as CI judges them: a change must exceed 100 % (HARNESS_MAX_RATIO 2.0).
+        r = bench("history", "check", "--db", db, "--min-magnitude", "1")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn(f"over {RUNS} runs; 0 regressions", r.stdout)
+        r = bench("history", "check", "--db", db, "--metric", "per_step.*")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertIn("0 regressions in the newest 5 runs, 0 earlier changes", r.stdout)
+
+        # A later commit that syncs once more per step in one variant.
+        for i in range(3):
+            doc = json.load(open(self.reports[i]))
+            v = variant(doc, "resume_move_all/foreach")
+            v["per_step"]["sync.count"] += 1
+            raised = self.path(f"raised{i}.json")
+            write_json(raised, doc)
+            r = bench("history", "add", raised, "--db", db, "--branch", "main",
+                      "--commit", "badc0ffee1234567", "--date", f"2026-02-0{i + 1}T08:00:00+02:00")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        r = bench("history", "check", "--db", db, "--min-magnitude", "1")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        line = next(l for l in r.stdout.splitlines() if "REGRESSION" in l)
+        self.assertIn("resume_adam resume_move_all/foreach per_step.sync.count: 20 -> 21", line)
+        self.assertIn("from commit badc0ffee123 on main (2026-02-01T06:00:00Z)", line)
+        # Only that variant and metric.
+        self.assertEqual(r.stdout.count("REGRESSION"), 1, r.stdout)
+        # Filters: another metric, another scenario.
+        self.assertEqual(bench("history", "check", "--db", db, "--metric", "launch.*").returncode, 0)
+        self.assertEqual(bench("history", "check", "--db", db, "--metric", "*.sync.count",
+                               "--scenario", "resume_adam").returncode, 1)
+        self.assertEqual(bench("history", "check", "--db", db, "--scenario", "nope").returncode, 2)
+        # Once the change is older than --since runs, it is listed, not failed.
+        r = bench("history", "check", "--db", db, "--since", "2", "--metric", "per_step.*")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.assertIn("Earlier changes:\n  regression resume_adam resume_move_all/foreach", r.stdout)
+
+        j = json.loads(bench("history", "check", "--db", db, "--format", "json",
+                             "--metric", "per_step.*").stdout)
+        self.assertTrue(j["failed"])
+        series = next(s for s in j["series"] if s["variant"] == "resume_move_all/foreach" and
+                      s["metric"] == "per_step.sync.count")
+        self.assertEqual([p["value"] for p in series["points"]], [20] * RUNS + [21] * 3)
+        self.assertEqual(series["change_points"][0]["index"], RUNS)
+        self.assertEqual(series["change_points"][0]["commit"], "badc0ffee1234567")
+
+    def test_step_time_shift_is_a_change_point(self):
+        db = self.fresh_db("times.db")
+        base = json.load(open(self.reports[0]))
+        # 40 runs of a median step time with ~1 % noise, 30 % slower from run 30 on.
+        noise = [((i * 7919) % 23 - 11) / 1100 for i in range(40)]
+        paths = []
+        for i in range(40):
+            doc = copy.deepcopy(base)
+            for v in doc["scenarios"][0]["variants"]:
+                v["timing"]["step_time.median"] = round(2e6 * (1 + noise[i]) * (1.3 if i >= 30 else 1))
+            paths.append(self.path(f"time{i:02}.json"))
+            write_json(paths[-1], doc)
+        for i, p in enumerate(paths):
+            r = bench("history", "add", p, "--db", db, "--commit", f"c{i:02}" + "0" * 38,
+                      "--date", f"2026-03-{i // 24 + 1:02}T{i % 24:02}:00:00Z")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        r = bench("history", "check", "--db", db, "--metric", "timing.step_time.median",
+                  "--since", "15")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("resume_adam fresh/foreach timing.step_time.median: mean 2", r.stdout)
+        self.assertIn("from commit c30000000000", r.stdout)
+        self.assertIn("p = ", r.stdout)
+        # Found, but older than the newest 5 runs: listed, not failed.
+        self.assertEqual(bench("history", "check", "--db", db, "--metric",
+                               "timing.step_time.median", "--since", "5").returncode, 0)
+
+    def test_same_report_twice_is_a_no_op(self):
+        db = self.fresh_db("dup.db")
+        self.assertEqual(bench("history", "add", self.reports[0], "--db", db).returncode, 0)
+        r = bench("history", "add", self.reports[0], self.reports[0], "--db", db,
+                  "--commit", "other")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("already in the history as run 1", r.stderr)
+        # Indented differently, it is still the same report.
+        again = self.path("reindented.json")
+        with open(again, "w") as f:
+            json.dump(json.load(open(self.reports[0])), f, indent=7)
+        self.assertEqual(bench("history", "add", again, "--db", db).returncode, 0)
+        j = json.loads(bench("history", "show", "--db", db, "--format", "json").stdout)
+        self.assertEqual(j["runs"], 1)
+
+    def test_corrupt_or_foreign_database_exits_2_and_is_never_written(self):
+        garbage = self.path("garbage.db")
+        with open(garbage, "wb") as f:
+            f.write(b"not a database\n" * 100)
+        foreign = self.path("foreign.db")
+        con = sqlite3.connect(foreign)
+        con.execute("CREATE TABLE runs (id INTEGER PRIMARY KEY, x TEXT)")
+        con.commit()
+        con.close()
+        good = self.fresh_db("good.db")
+        self.add_build(good)
+        truncated = self.path("truncated.db")
+        with open(good, "rb") as f:
+            data = f.read()
+        with open(truncated, "wb") as f:
+            f.write(data[:4096 + 100])
+        damaged = self.path("damaged.db")
+        with open(damaged, "wb") as f:
+            f.write(data[:100] + b"\xff" * (len(data) - 100))
+        for db in (garbage, foreign, truncated, damaged, self.reports[0]):
+            before = digest(db)
+            for args in (["add", self.reports[1]], ["check"], ["show"]):
+                r = bench("history", *args, "--db", db)
+                self.assertEqual(r.returncode, 2, (db, args, r.stdout, r.stderr))
+                self.assertIn("bench: error:", r.stderr)
+            self.assertEqual(digest(db), before, db)
+            # SQLite's side file of a database in WAL mode, opened to be read: empty.
+            if os.path.exists(db + "-wal"):
+                self.assertEqual(os.path.getsize(db + "-wal"), 0, db)
+        self.assertEqual(bench("history", "check", "--db", self.path("missing.db")).returncode, 2)
+        self.assertIn("not a bench history database",
+                      bench("history", "check", "--db", foreign).stderr)
+
+    def test_concurrent_writers(self):
+        db = self.fresh_db("concurrent.db")
+        procs = [subprocess.Popen([BENCH, "history", "add", report, "--db", db, "--commit",
+                                   f"{i:040}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True)
+                 for i, report in enumerate(self.reports[:8] + self.reports[:4])]
+        for p in procs:
+            out, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, err)
+        j = json.loads(bench("history", "show", "--db", db, "--format", "json").stdout)
+        self.assertEqual(j["runs"], 8)  # the four added twice are there once
+        con = sqlite3.connect(db)
+        self.assertEqual(con.execute("PRAGMA journal_mode").fetchone()[0], "wal")
+        self.assertEqual(con.execute("PRAGMA integrity_check").fetchone()[0], "ok")
+        con.close()
+
+    def test_show_text_json_html(self):
+        db = self.fresh_db("show.db")
+        self.add_build(db)
+        doc = json.load(open(self.reports[5]))
+        variant(doc, "resume_move_all/foreach")["per_step"]["d2h.count"] += 4
+        raised = self.path("show_raised.json")
+        write_json(raised, doc)
+        self.assertEqual(bench("history", "add", raised, "--db", db, "--commit", "feedface" * 5,
+                               "--date", "2026-05-01").returncode, 0)
+
+        text = bench("history", "show", "--db", db)
+        self.assertEqual(text.returncode, 0, text.stderr)
+        self.assertIn("resume_move_all/foreach per_step.d2h.count: 13 runs, last 24", text.stdout)
+        self.assertIn("rise at run 13: 20 -> 24 (+20.0%) from commit feedfacefeed", text.stdout)
+
+        out = self.path("show.json")
+        self.assertEqual(bench("history", "show", "--db", db, "--format", "json", "--out",
+                               out).returncode, 0)
+        j = json.load(open(out))
+        self.assertEqual(j["history_show_version"], "1.0.0")
+        self.assertEqual(j["runs"], RUNS + 1)
+        metrics = {s["metric"] for s in j["series"]}
+        self.assertIn("timing.step_time.median", metrics)
+        self.assertIn("total.memory.peak_bytes", metrics)
+        self.assertFalse(any(m.startswith("per_step.host_memory") for m in metrics))
+
+        html = self.path("show.html")
+        r = bench("history", "show", "--db", db, "--format", "html", "--out", html)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(html, encoding="utf-8") as f:
+            page = f.read()
+        root = ET.fromstring(page.split("\n", 1)[1])  # past <!DOCTYPE html>
+        elements = list(root.iter())
+        for e in elements:
+            self.assertNotIn(e.tag.split("}")[-1], ("script", "link", "img", "iframe", "object"))
+            self.assertIsNone(e.get("src"))
+        self.assertNotIn("http://", page)
+        self.assertNotIn("https://", page)
+        changes = [e for e in elements if e.get("data-change")]
+        self.assertEqual([(e.get("data-change"), e.get("data-variant"), e.get("data-metric"),
+                           e.get("data-commit")) for e in changes],
+                         [("regression", "resume_move_all/foreach", "per_step.d2h.count",
+                           "feedface" * 5)])
+        dots = [e for e in elements if e.get("data-metric") == "per_step.d2h.count" and
+                e.get("data-variant") == "resume_move_all/foreach" and e.get("data-value")]
+        self.assertEqual([float(e.get("data-value")) for e in dots], [20.0] * RUNS + [24.0])
+        axis = [e for e in elements if e.tag.endswith("text") and e.get("data-commit")]
+        self.assertTrue(any("".join(e.itertext()).startswith("feedfac") for e in axis))
+        charts = [e for e in elements if e.tag.endswith("svg")]
+        self.assertIn("timing.step_time.median", [c.get("data-metric") for c in charts])
+
+    def test_ci_recipe_adds_each_run_and_checks_it(self):
+        history = self.fresh_db("ci_history.db")
+        env = dict(os.environ, BENCH=BENCH, HARNESS_CI_SCENARIOS="resume_adam",
+                   HARNESS_CI_STEPS="5", HARNESS_CI_HISTORY=history)
+        env.pop("GITHUB_STEP_SUMMARY", None)
+        for job in ("one", "two"):
+            out = self.path("ci_" + job)
+            r = subprocess.run(["bash", CI_SCRIPT, out], capture_output=True, text=True, env=env,
+                               timeout=600, stdin=subprocess.DEVNULL)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertTrue(os.path.exists(os.path.join(out, "history.html")))
+            with open(os.path.join(out, "history.txt")) as f:
+                self.assertIn("0 regressions", f.read())
+        j = json.loads(bench("history", "show", "--db", history, "--format", "json").stdout)
+        self.assertEqual(j["runs"], 2)
+        # A foreign history file: bad input, the job fails with 2.
+        env["HARNESS_CI_HISTORY"] = self.reports[0]
+        r = subprocess.run(["bash", CI_SCRIPT, self.path("ci_bad")], capture_output=True,
+                           text=True, env=env, timeout=600, stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
