@@ -261,9 +261,10 @@ def _summary(windows, name: str, skip: int, out: str | None) -> None:
             w(f"  sync sites in the {windows.counted} counted steps:\n")
         for site in sites:
             frames = [fr for fr in site["frames"] if fr]
-            where = f" at {frames[0]}" + (f" (+{len(frames) - 1} more)" if len(frames) > 1 else "")
+            where = (f" at {frames[0]}" + (f" (+{len(frames) - 1} more)" if len(frames) > 1
+                                            else "")) if frames else ""
             w(f"    {site['count']} x {site['op']} ({site['reason']}) in {site['phase']}"
-              f"{where if frames else ''}\n")
+              f"{where}\n")
     if f["steps"] is None:
         w("  no step counted: the report has no per-step figures\n")
     if out:
