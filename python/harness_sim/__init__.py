@@ -58,3 +58,7 @@ def device(index: int = 0) -> torch.device:
 from ._distributed import register_distributed_backend  # noqa: E402
 
 register_distributed_backend()
+
+from ._lightning_run import install_import_hook as _install_lightning_hook  # noqa: E402
+
+_install_lightning_hook()  # Trainer(accelerator="sim") once Lightning is imported

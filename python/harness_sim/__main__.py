@@ -1,4 +1,5 @@
-"""python -m harness_sim --version: which torch the extension was built for, and a self-check."""
+"""python -m harness_sim --version: which torch the extension was built for, and a self-check.
+python -m harness_sim run [options] -- SCRIPT.py [ARGS...]: count an unmodified program (run -h)."""
 from __future__ import annotations
 
 import argparse
@@ -14,6 +15,9 @@ from harness_sim._version import BUILT_FOR
 
 
 def main() -> int:
+    if sys.argv[1:2] == ["run"]:
+        from harness_sim._run import main as run
+        return run(sys.argv[2:])
     parser = argparse.ArgumentParser(prog="python -m harness_sim", description=__doc__)
     parser.add_argument("--version", action="store_true",
                         help="print versions: this package, the torch it was built for, this torch")

@@ -112,3 +112,82 @@ class CountingCallback(Callback):
     def on_exception(self, trainer, pl_module, exception) -> None:
         self.on_train_batch_end(trainer, pl_module, None, None, 0)
         self.on_train_end(trainer, pl_module)
+
+
+def register_accelerator() -> None:
+    """``Trainer(accelerator="sim")`` and ``--trainer.accelerator sim``: SimAccelerator in
+    Lightning's registry (done by ``import harness_sim`` once Lightning is imported)."""
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+    if SimAccelerator.name() not in AcceleratorRegistry:
+        SimAccelerator.register_accelerators(AcceleratorRegistry)
+
+
+# Lightning's profiler actions (trainer/call.py) that become phases, by the hook's name.
+_HOOK_PHASES = {"training_step": "training_step", "backward": "backward",
+                "optimizer_step": "optimizer_step", "optimizer_zero_grad": "zero_grad",
+                "validation_step": "validation_step"}
+
+
+class _PhaseProfiler:
+    """Lightning's profiler as the Trainer had it, with the hooks above also harness phases.
+    Lightning opens every hook in ``trainer.profiler.profile("[Strategy]X.training_step")``."""
+
+    def __init__(self, profiler):
+        self._profiler = profiler
+
+    def __getattr__(self, name):
+        return getattr(self._profiler, name)
+
+    def profile(self, action_name: str):
+        hook = action_name.rsplit(".", 1)[-1] if action_name.startswith("[") else None
+        inner = self._profiler.profile(action_name)
+        if hook not in _HOOK_PHASES:
+            return inner
+        return _Both(harness_sim.phase(_HOOK_PHASES[hook]), inner)
+
+
+class _Both:
+    def __init__(self, phase, inner):
+        self.phase, self.inner = phase, inner
+
+    def __enter__(self):
+        self.inner.__enter__()
+        self.phase.__enter__()
+
+    def __exit__(self, *exc):
+        self.phase.__exit__(*exc)
+        return self.inner.__exit__(*exc)
+
+
+class RunCallback(Callback):
+    """What ``python -m harness_sim run`` adds to each Trainer (through Lightning's
+    ``callbacks_factory`` entry point): Lightning's hooks as phases (training_step, backward,
+    optimizer_step, zero_grad, validation_step, and ``validation`` around a validation run) and,
+    with ``--steps-from lightning``, a step boundary at the end of every training batch."""
+
+    def __init__(self, windows, lightning_steps: bool):
+        self.windows = windows
+        self.lightning_steps = lightning_steps
+        self._validation: harness_sim.phase | None = None
+
+    def setup(self, trainer, pl_module, stage) -> None:
+        if not isinstance(trainer.profiler, _PhaseProfiler):
+            trainer.profiler = _PhaseProfiler(trainer.profiler)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if self.lightning_steps:
+            self.windows.boundary()
+
+    def on_validation_start(self, trainer, pl_module) -> None:
+        self._validation = harness_sim.phase("validation").__enter__()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        if self._validation is not None:
+            self._validation.__exit__(None, None, None)
+            self._validation = None
+
+    def on_exception(self, trainer, pl_module, exception) -> None:
+        self.on_validation_end(trainer, pl_module)
+
+
+register_accelerator()

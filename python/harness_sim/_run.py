@@ -1,0 +1,285 @@
+"""``python -m harness_sim run [options] -- SCRIPT.py [ARGS...]`` (or ``-m MODULE [ARGS...]``):
+counts an unmodified program on sim, per step, and writes a schema-v1 report.
+
+The program runs as ``python SCRIPT.py ARGS`` would (runpy as ``__main__``, ``sys.argv``,
+``sys.path[0]``), with sim registered, the instrument counting and, with ``--as-cuda``, its CUDA
+calls mapped to sim. Exit codes as bench's: 0, 1 a gate failed, 2 bad usage or input, 3 the
+program failed (its traceback on stderr, or its own non-zero exit status), 130 / 143 on SIGINT /
+SIGTERM; nothing is written then.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import traceback
+
+EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
+DEFAULT_SKIP = 1
+
+_EPILOG = f"""\
+Steps: one per optimizer.step() of any torch.optim.Optimizer (--steps-from optimizer), or one per
+Lightning training batch (--steps-from lightning). A step's window runs from the end of the
+previous step (or the start) to the end of this one. --skip-steps (default {DEFAULT_SKIP}) leaves
+the first steps out of the per-step figures: the first window holds the program's set-up (the
+model's H2D copies, the optimizer's lazily created state), which a steady-state step does not.
+What follows the last step is counted in the program's total, never per step.
+
+Exit codes: 0 ok, 1 a gate failed, 2 bad usage or input, 3 the program failed, 130/143 on
+SIGINT/SIGTERM."""
+
+
+class _Terminated(BaseException):
+    """SIGTERM, raised in the program so that its finally blocks run."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m harness_sim run",
+        usage="python -m harness_sim run [options] -- SCRIPT.py [ARGS...]\n"
+              "       python -m harness_sim run [options] -m MODULE [ARGS...]",
+        description="Count an unmodified training program's launches, copies, syncs and "
+                    "collectives per step on the simulated device.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--as-cuda", action="store_true",
+                   help="run a program written for CUDA unchanged: 'cuda' devices, .cuda() and "
+                        "torch.cuda's API land on sim (README: what is mapped)")
+    p.add_argument("-o", "--out", help="write the schema-v1 report here (atomically)")
+    p.add_argument("-g", "--gate", action="append", default=[],
+                   help="evaluate this gate file on the report; exit 1 if a rule fails "
+                        "(repeatable; needs the bench binary)")
+    p.add_argument("--baseline", help="baseline report for the gates' baseline rules and --html")
+    p.add_argument("--html", help="write bench's HTML page of the report (needs the bench binary)")
+    p.add_argument("--bench", help="the bench binary for --gate / --html (default: $HARNESS_BENCH, "
+                                   "else `bench` on PATH)")
+    p.add_argument("--steps-from", choices=("optimizer", "lightning"), default="optimizer",
+                   help="what ends a step (default: optimizer)")
+    p.add_argument("--skip-steps", type=int, default=DEFAULT_SKIP, metavar="K",
+                   help=f"leave the first K steps out of the per-step figures (default "
+                        f"{DEFAULT_SKIP}: the first holds the set-up)")
+    p.add_argument("--scenario", help="the report's scenario name (default: the script's or "
+                                      "module's name)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    return p
+
+
+def _split(argv: list[str]) -> tuple[list[str], str | None, str | None, list[str]]:
+    """(options, script, module, program args): options end at `--` or at `-m MODULE`."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            rest = argv[i + 1:]
+            if rest[:1] == ["-m"]:
+                return argv[:i], None, (rest[1] if len(rest) > 1 else ""), rest[2:]
+            return argv[:i], (rest[0] if rest else ""), None, rest[1:]
+        if arg == "-m":
+            return argv[:i], None, (argv[i + 1] if i + 1 < len(argv) else ""), argv[i + 2:]
+    return argv, None, None, []
+
+
+def _find_bench(explicit: str | None) -> str | None:
+    for candidate in (explicit, os.environ.get("HARNESS_BENCH"), shutil.which("bench")):
+        if candidate and os.access(candidate, os.X_OK) and os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _usage(parser: argparse.ArgumentParser, message: str) -> int:
+    parser.print_usage(sys.stderr)
+    print(f"python -m harness_sim run: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def main(argv: list[str]) -> int:
+    parser = _parser()
+    options, script, module, program_args = _split(argv)
+    if "-h" in options or "--help" in options:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        args = parser.parse_args(options)
+    except SystemExit as e:  # argparse has printed why
+        return EXIT_USAGE if e.code else EXIT_OK
+    if script is None and module is None:
+        return _usage(parser, "no program: give `-- SCRIPT.py [ARGS...]` or `-m MODULE [ARGS...]`")
+    if script == "" or module == "":
+        return _usage(parser, "`--` or `-m` must be followed by the program")
+    if script is not None and not os.path.isfile(script):
+        return _usage(parser, f"no such script: {script}")
+    if args.skip_steps < 0:
+        return _usage(parser, "--skip-steps must be >= 0")
+    bench = None
+    if args.gate or args.html:
+        bench = _find_bench(args.bench)
+        if bench is None:
+            return _usage(parser, "--gate and --html need the bench binary: pass --bench PATH or "
+                                  "set HARNESS_BENCH (./scripts/setup.sh builds build/bench/bench)")
+    for path, what in [(g, "--gate") for g in args.gate] + [(args.baseline, "--baseline")]:
+        if path and not os.path.isfile(path):
+            return _usage(parser, f"{what} {path}: no such file")
+    for path, what in ((args.out, "--out"), (args.html, "--html")):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            return _usage(parser, f"{what} {path}: its directory does not exist")
+
+    import harness_sim  # noqa: F401  (registers sim, torch.sim, the c10d backend)
+    from . import _counting
+    from ._windows import RangePhases, StepWindows
+
+    name = args.scenario or (os.path.splitext(os.path.basename(script))[0] if script else module)
+    out = args.out
+    workdir = tempfile.mkdtemp(prefix="harness_sim_run.")
+    report_path = out or os.path.join(workdir, "report.json")
+    snapshot = os.path.join(os.path.dirname(os.path.abspath(report_path)),
+                            f".{os.path.basename(report_path)}.{os.getpid()}.tmp")
+    config = {"program": script or f"-m {module}", "args": " ".join(program_args),
+              "steps_from": args.steps_from, "skip_steps": str(args.skip_steps),
+              "as_cuda": str(args.as_cuda).lower()}
+
+    def write(path: str, variants: list) -> None:
+        windows_desc = ("one window per optimizer.step(): from the end of the previous step to "
+                        "the end of this one" if args.steps_from == "optimizer" else
+                        "one window per Lightning training batch: from the end of the previous "
+                        "batch to the end of this one")
+        _C_write(path, variants, name, config,
+                 f"{windows_desc}; variant steps: the windows of the steps after the first "
+                 f"{args.skip_steps}; before_steps: what ran before them; what follows the last "
+                 "step is in neither")
+
+    def _C_write(path, variants, scenario, cfg, window):
+        warnings = ["simulated device: copies, syncs and launches follow CUDA's rules; times are "
+                    "host CPU times, not GPU times"]
+        if args.as_cuda:
+            warnings.append("--as-cuda: the program's CUDA calls ran on sim")
+        harness_sim._C.write_report(path, _counting._provenance(), warnings, scenario,
+                                    f"python -m harness_sim run: {cfg['program']}", window, cfg,
+                                    [(n, {}, s) for n, s in variants])
+
+    windows = StepWindows(args.skip_steps, write, snapshot)
+    phases = RangePhases()
+    cuda = None
+    hooks = []
+    status = EXIT_OK
+    old_argv, old_path0 = list(sys.argv), sys.path[0] if sys.path else None
+    old_term = signal.getsignal(signal.SIGTERM)
+
+    def on_term(signum, frame):
+        raise _Terminated()
+
+    from . import _lightning_run
+    try:
+        signal.signal(signal.SIGTERM, on_term)
+        if args.as_cuda:
+            from ._as_cuda import AsCuda
+            cuda = AsCuda()
+            cuda.install()
+        phases.install()
+        if args.steps_from == "optimizer":
+            import torch.optim.optimizer as optimizer
+            hooks.append(optimizer.register_optimizer_step_post_hook(
+                lambda *_: windows.boundary()))
+        _lightning_run.activate(windows, lightning_steps=args.steps_from == "lightning")
+        if script is not None:
+            sys.argv = [script] + program_args
+            sys.path[0] = os.path.dirname(os.path.abspath(script))
+            runpy.run_path(script, run_name="__main__")
+        else:
+            sys.argv = [module] + program_args  # runpy sets argv[0] to the module's file
+            sys.path[0] = os.getcwd()
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+    except SystemExit as e:
+        code = e.code
+        if code not in (None, 0):
+            if not isinstance(code, int):
+                print(code, file=sys.stderr)
+            print(f"python -m harness_sim run: the program exited with status {code}",
+                  file=sys.stderr)
+            status = EXIT_FAILED
+    except KeyboardInterrupt:
+        status = 130
+    except _Terminated:
+        status = 143
+    except BaseException as e:  # the program failed: its traceback, as python would print it
+        from ._as_cuda import UnsupportedOnSim
+        if isinstance(e, UnsupportedOnSim):
+            print(f"python -m harness_sim run --as-cuda: {e}", file=sys.stderr)
+        else:
+            traceback.print_exc()
+        status = EXIT_FAILED
+    finally:
+        windows.finish()
+        for h in hooks:
+            h.remove()
+        _lightning_run.deactivate()
+        phases.uninstall()
+        if cuda is not None:
+            cuda.uninstall()
+        sys.argv = old_argv
+        if old_path0 is not None:
+            sys.path[0] = old_path0
+        signal.signal(signal.SIGTERM, old_term)
+
+    if status != EXIT_OK:
+        windows.discard()
+        shutil.rmtree(workdir, ignore_errors=True)
+        return status
+    try:
+        windows.write_final(report_path)
+        if not args.quiet:
+            _summary(windows, name, args.skip_steps, report_path if out else None)
+        if bench is not None:
+            status = _gates(bench, report_path, args)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    return status
+
+
+def _summary(windows, name: str, skip: int, out: str | None) -> None:
+    f = windows.figures()
+    w = sys.stderr.write
+    w(f"harness_sim run: {name}: {windows.seen} steps, {windows.counted} counted "
+      f"(--skip-steps {skip})\n")
+    w(f"  {'':<26}{'launches':>10}{'syncs':>8}{'h2d':>7}{'d2h':>7}{'d2d':>7}\n")
+    n = max(windows.counted, 1)
+    if f["steps"]:
+        s = f["steps"]
+        w(f"  {'per step':<26}" + "".join(f"{s[k] / n:>{wd}.4g}" for k, wd in
+                                           (("launches", 10), ("syncs", 8), ("h2d", 7),
+                                            ("d2h", 7), ("d2d", 7))) + "\n")
+    for label, key in (("before the counted steps", "before"), ("after the last step", "after"),
+                       ("program total", "total")):
+        s = f[key]
+        if s:
+            w(f"  {label:<26}{s['launches']:>10}{s['syncs']:>8}{s['h2d']:>7}{s['d2h']:>7}"
+              f"{s['d2d']:>7}\n")
+    if f["steps"] and windows._at_last_boundary:
+        sites = windows._at_last_boundary["sync_sites"]
+        if sites:
+            w(f"  sync sites in the {windows.counted} counted steps:\n")
+        for site in sites:
+            frames = [fr for fr in site["frames"] if fr]
+            where = (f" at {frames[0]}" + (f" (+{len(frames) - 1} more)" if len(frames) > 1
+                                            else "")) if frames else ""
+            w(f"    {site['count']} x {site['op']} ({site['reason']}) in {site['phase']}"
+              f"{where}\n")
+    if f["steps"] is None:
+        w("  no step counted: the report has no per-step figures\n")
+    if out:
+        w(f"  report: {out}\n")
+
+
+def _gates(bench: str, report: str, args) -> int:
+    cmd = [bench, "compare", args.baseline or report, report]
+    for g in args.gate:
+        cmd += ["--gate", g]
+    if args.html:
+        cmd += ["--html", args.html]
+    result = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    sys.stderr.write(result.stdout)
+    sys.stderr.write(result.stderr)
+    if result.returncode in (EXIT_OK, EXIT_GATE):
+        return result.returncode
+    return EXIT_USAGE

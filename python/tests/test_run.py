@@ -1,0 +1,147 @@
+"""python -m harness_sim run: unmodified programs counted per step (issue 24)."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import REPO
+from harness_sim._run import main as run
+
+PROGRAMS = REPO / "examples" / "programs"
+
+LOOP = """\
+import sys, torch
+model = torch.nn.Linear(8, 2).to("sim")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+steps = int(sys.argv[1])
+for i in range(steps):
+    with torch.profiler.record_function("forward"):
+        loss = model(torch.randn(16, 8).to("sim")).pow(2).mean()
+    torch.cuda.nvtx.range_push("backward")
+    loss.backward()
+    torch.cuda.nvtx.range_pop()
+    opt.step()
+    opt.zero_grad()
+    print(loss.item())
+print("done", sys.argv[1:])
+"""
+
+
+def _script(tmp_path, text: str, name: str = "prog.py") -> str:
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(text))
+    return str(path)
+
+
+def _report(path) -> dict:
+    report = json.loads(open(path).read())
+    (scenario,) = report["scenarios"]
+    return {v["name"]: v for v in scenario["variants"]} | {"_scenario": scenario}
+
+
+def test_steps_are_optimizer_steps_and_windows_end_at_them(tmp_path, capsys):
+    out = tmp_path / "r.json"
+    assert run(["--out", str(out), "--", _script(tmp_path, LOOP), "5"]) == 0
+    assert "done ['5']" in capsys.readouterr().out  # sys.argv as `python prog.py 5` has it
+    r = _report(out)
+    steps = r["steps"]
+    assert r["_scenario"]["name"] == "prog" and steps["measured_steps"] == 4  # --skip-steps 1
+    # A window ends at optimizer.step(): step i's loss.item() is in window i+1, and the last one
+    # follows the last step: windows 2..5 hold the item() of steps 1..4, never step 5's.
+    assert steps["total"]["sync.count"] == 4 + 4      # 4 blocking H2D copies + 4 item()
+    assert steps["total"]["d2h.count"] == 4
+    sites = {(s["phase"], s["op"], s["reason"]): s["count"] for s in steps["sync_sites"]}
+    assert sites == {("(none)", "aten::_local_scalar_dense", "item"): 4,
+                     ("forward", "aten::copy_", "blocking copy H2D"): 4}
+    # record_function and NVTX ranges are phases, and so is torch.optim's own record_function.
+    assert {"forward", "backward", "Optimizer.step#SGD.step",
+            "Optimizer.zero_grad#SGD.zero_grad"} <= set(steps["phases"])
+    assert steps["phases"]["backward"]["launch.count"] > 0
+    # The first step's window (model to sim, the first batch) is before_steps, not per step.
+    assert r["before_steps"]["total"]["h2d.count"] == 3  # weight, bias, the first batch
+
+
+def test_sync_sites_name_the_programs_file_and_line(tmp_path, capsys):
+    prog = _script(tmp_path, LOOP)
+    assert run(["--skip-steps", "0", "--", prog, "3"]) == 0
+    err = capsys.readouterr().err
+    assert "3 steps, 3 counted (--skip-steps 0)" in err
+    assert f"2 x aten::_local_scalar_dense (item) in (none) at {prog}:13 in <module>" in err
+    assert "after the last step" in err  # the last loss.item(): in the total, not per step
+
+
+def test_gates_and_html_through_bench(tmp_path, bench):
+    prog = _script(tmp_path, LOOP)
+    gate = tmp_path / "gate.json"
+    rule = {"name": "at most 2 syncs per step", "scenario": "prog", "variant": "steps",
+            "metric": "per_step.sync.count", "max": 2}
+    gate.write_text(json.dumps({"gate_version": 1, "rules": [rule]}))
+    html = tmp_path / "r.html"
+    assert run(["--bench", bench, "--gate", str(gate), "--html", str(html), "--", prog, "4"]) == 0
+    assert html.read_text().lstrip().lower().startswith("<!doctype html")
+    rule["max"] = 1
+    gate.write_text(json.dumps({"gate_version": 1, "rules": [rule]}))
+    assert run(["--bench", bench, "--gate", str(gate), "--", prog, "4"]) == 1
+
+
+def test_exit_codes(tmp_path, capsys):
+    prog = _script(tmp_path, "import sys\nif sys.argv[1] == 'raise': raise ValueError('boom')\n"
+                             "sys.exit(int(sys.argv[1]))\n")
+    out = tmp_path / "r.json"
+    assert run(["--out", str(out), "--", prog, "0"]) == 0 and out.exists()
+    out.unlink()
+    assert run(["--out", str(out), "--", prog, "4"]) == 3 and not out.exists()
+    assert run(["--out", str(out), "--", prog, "raise"]) == 3 and not out.exists()
+    err = capsys.readouterr().err
+    assert "exited with status 4" in err and "ValueError: boom" in err and "Traceback" in err
+    assert run([]) == 2
+    assert run(["--", str(tmp_path / "missing.py")]) == 2
+    assert run(["--gate", str(tmp_path / "no.json"), "--bench", sys.executable, "--", prog, "0"]) == 2
+    assert not list(tmp_path.glob(".*.tmp"))  # nothing half-written left behind
+
+
+def test_sigterm_exits_143_and_writes_nothing(tmp_path):
+    prog = _script(tmp_path, """\
+        import pathlib, sys, time, torch
+        model = torch.nn.Linear(4, 1).to("sim")
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(3):
+            model(torch.ones(2, 4, device="sim")).sum().backward(); opt.step()
+        pathlib.Path(sys.argv[1]).write_text("stepping")
+        time.sleep(120)
+        """)
+    ready, out = tmp_path / "ready", tmp_path / "r.json"
+    p = subprocess.Popen([sys.executable, "-m", "harness_sim", "run", "--out", str(out), "--",
+                          prog, str(ready)], stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not ready.exists() and time.monotonic() < deadline and p.poll() is None:
+        time.sleep(0.2)
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(60) == 143
+    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
+
+
+def test_module_mode(tmp_path, monkeypatch, capsys):
+    pkg = tmp_path / "mypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "train.py").write_text(LOOP)
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "m.json"
+    assert run(["--out", str(out), "-m", "mypkg.train", "3"]) == 0
+    assert "done ['3']" in capsys.readouterr().out
+    r = _report(out)
+    assert r["_scenario"]["name"] == "mypkg.train" and r["steps"]["measured_steps"] == 2
+
+
+def test_version_and_check_still_work():
+    done = subprocess.run([sys.executable, "-m", "harness_sim", "--version", "--check"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.rstrip().endswith("ok")
