@@ -36,11 +36,26 @@ class CountedWork final : public c10d::Work {
   CountedWork(c10::intrusive_ptr<c10d::Work> inner, const char* op,
               std::vector<at::Tensor> keep_alive)
       : inner_(std::move(inner)), op_(op), keep_alive_(std::move(keep_alive)) {}
+  // A work dropped without a wait (a prefetch left in flight by a stage that failed) is still
+  // settled here, so that its memory is not freed later on Gloo's thread, in whatever phase runs
+  // then (engine_reuse's next variant had a device peak that varied from run to run).
+  ~CountedWork() override {
+    if (waited_) return;
+    try {
+      inner_->wait(kSettleTimeout);
+    } catch (...) {  // timed out (a peer that never joins) or failed: nothing to free it here
+      return;
+    }
+    await_release_by_workers();
+  }
+  CountedWork(const CountedWork&) = delete;
+  CountedWork& operator=(const CountedWork&) = delete;
 
   bool wait(std::chrono::milliseconds timeout) override {
     const int64_t begin = events::begin_time();
     const bool done = inner_->wait(timeout);
     events::record_collective_wait(op_, events::elapsed_since(begin));
+    waited_ = true;
     if (done) await_release_by_workers();  // after the wait is timed: bookkeeping, not waiting
     return done;
   }
@@ -64,9 +79,12 @@ class CountedWork final : public c10d::Work {
     }
   }
 
+  static constexpr std::chrono::milliseconds kSettleTimeout{1000};
+
   c10::intrusive_ptr<c10d::Work> inner_;
   const char* op_;
   std::vector<at::Tensor> keep_alive_;
+  bool waited_ = false;
 };
 
 c10::intrusive_ptr<c10d::Work> counted(c10::intrusive_ptr<c10d::Work> work, const char* op,
