@@ -92,6 +92,9 @@ CLI::App* define_compare(CLI::App& app, CompareOptions& o) {
   compare->add_flag("--phase-times", o.phase_times,
                     "Also test each phase's host time and the sync wait time per step "
                     "(diagnostic: short phases and waits are mostly timer noise)");
+  compare->add_flag("--host-memory", o.host_memory,
+                    "Also give host memory levels of scenarios on ranks a verdict (by default "
+                    "informational: Gloo's and autograd's threads make them vary from run to run)");
   compare->add_option("--alpha", o.time.alpha, "Significance of the time test")
       ->check(CLI::Range(1e-9, 0.5))
       ->capture_default_str();
