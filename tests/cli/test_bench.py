@@ -433,6 +433,12 @@ class Listing(unittest.TestCase):
     def test_help_exits_zero(self):
         self.assertEqual(bench("--help").returncode, 0)
 
+    def test_help_states_each_scenarios_default_ranks(self):
+        text = " ".join(bench("--help").stdout.split())  # CLI11 wraps the description
+        for scenario in ("zero_broadcast", "engine_reuse", "metric_sync", "sharded_setup"):
+            self.assertIn(scenario + ": 2", text)
+        self.assertIn("the others 1", text)
+
 
 if __name__ == "__main__":
     unittest.main()
