@@ -4,16 +4,28 @@
 #include <c10/util/Exception.h>
 
 #include <iostream>
+#include <string>
 
 #include "bench/compare_command.h"
 #include "bench/history_command.h"
 #include "bench/run.h"
 #include "harness/errors.h"
 #include "harness/interrupt.h"
+#include "harness/scenario.h"
 #include "harness/variant_runner.h"
 
 namespace harness {
 namespace {
+
+// "zero_broadcast: 2, engine_reuse: 2, ...; the others 1", from the registered scenarios.
+std::string default_ranks() {
+  std::string out;
+  for (const ScenarioInfo* info : ScenarioRegistry::instance().all()) {
+    const int world = info->factory()->default_world_size();
+    if (world > 1) out += (out.empty() ? "" : ", ") + info->name + ": " + std::to_string(world);
+  }
+  return out.empty() ? "1 for every scenario" : out + "; the others 1";
+}
 
 void define_flags(CLI::App& app, BenchOptions& o) {
   app.add_option("-s,--scenario", o.scenarios, "Scenario to run (repeatable; `all`: every one); --list shows them");
@@ -51,7 +63,7 @@ void define_flags(CLI::App& app, BenchOptions& o) {
                "A statistical time rule that cannot decide (too few samples) fails its gate");
   app.add_option("--nproc", o.nproc,
                  "Start this many local ranks (torchrun-style) for every scenario; default: each "
-                 "scenario at its own world size (zero_broadcast: 2, the others 1)")
+                 "scenario at its own world size (" + default_ranks() + ")")
       ->check(CLI::Range(1, 64));
   app.add_option("--timeout", o.timeout_s,
                  "Seconds a rank waits for the others (rendezvous, each collective) before it "
@@ -93,6 +105,9 @@ CLI::App* define_compare(CLI::App& app, CompareOptions& o) {
   compare->add_flag("--phase-times", o.phase_times,
                     "Also test each phase's host time and the sync wait time per step "
                     "(diagnostic: short phases and waits are mostly timer noise)");
+  compare->add_flag("--host-memory", o.host_memory,
+                    "Also give host memory levels of scenarios on ranks a verdict (by default "
+                    "informational: Gloo's and autograd's threads make them vary from run to run)");
   compare->add_option("--alpha", o.time.alpha, "Significance of the time test")
       ->check(CLI::Range(1e-9, 0.5))
       ->capture_default_str();

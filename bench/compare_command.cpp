@@ -18,7 +18,7 @@ ExitCode run_compare(const CompareOptions& o) {
   check_writable_destination(o.out, "--out");
   check_writable_destination(o.html, "--html");
 
-  RunComparison comparison = compare_reports(base, head, o.time, o.phase_times);
+  RunComparison comparison = compare_reports(base, head, o.time, o.phase_times, o.host_memory);
   comparison.base_source = o.base;
   comparison.head_source = o.head;
   for (const GateFile& gate : gates) comparison.gates.push_back(evaluate_gate(gate, head, &base));

@@ -19,6 +19,7 @@ struct CompareOptions {
   bool strict = false;  // inconclusive rows and rules fail
   bool all = false;     // text: every row, not only the changed ones
   bool phase_times = false;  // also test each phase's time series
+  bool host_memory = false;  // host memory levels of scenarios on ranks get a verdict
   TimeTestOptions time;
 };
 

@@ -1,5 +1,6 @@
 #include "bench/run.h"
 
+#include <sched.h>
 #include <torch/headeronly/version.h>
 #include <unistd.h>
 
@@ -63,6 +64,15 @@ std::string utc_now() {
   char buf[32];
   std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
   return buf;
+}
+
+// The CPUs this process may run on (its affinity mask, as nproc counts them).
+int usable_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  const long online = ::sysconf(_SC_NPROCESSORS_ONLN);
+  return online > 0 ? static_cast<int>(online) : 0;
 }
 
 std::string host_name() {
@@ -275,7 +285,16 @@ ExitCode run_bench(const BenchOptions& o) {
   RunReport report;
   report.provenance = make_provenance(o, device, *instrument);
   report.provenance.world_size = rank_env ? rank_env->world_size : 1;
+  // Without LOCAL_WORLD_SIZE (a torchrun-like launcher that does not set it), every rank is taken
+  // to be on this host.
+  report.provenance.ranks_per_host =
+      !rank_env ? 1 : rank_env->local_world_size > 0 ? rank_env->local_world_size : rank_env->world_size;
+  report.provenance.cpu_count = usable_cpus();
   report.warnings = trust_warnings(o, device, *instrument);
+  const std::string crowded = oversubscription(report.provenance, report.provenance.world_size);
+  if (!crowded.empty()) {
+    report.warnings.push_back(crowded + " (the scenarios on ranks; bench compare: inconclusive)");
+  }
 
   MultiReporter reporters;
   if (leader) {

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <numeric>
 
 #include <time.h>
@@ -34,6 +36,23 @@ int64_t process_cpu_ns() {
   timespec t{};
   ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
   return int64_t{t.tv_sec} * 1000000000 + t.tv_nsec;
+}
+
+std::optional<int64_t> cpu_wait_ns() {
+  std::error_code error;
+  std::filesystem::directory_iterator tasks("/proc/self/task", error);
+  if (error) return std::nullopt;
+  int64_t total = 0;
+  bool any = false;
+  for (const auto& task : tasks) {
+    std::ifstream in(task.path() / "schedstat");  // "<on cpu ns> <run delay ns> <slices>"
+    int64_t on_cpu = 0, waited = 0;
+    if (!(in >> on_cpu >> waited)) continue;  // a thread that just exited
+    total += waited;
+    any = true;
+  }
+  if (!any) return std::nullopt;
+  return total;
 }
 
 void set_step_times(VariantResult& result, const std::vector<int64_t>& wall_ns,

@@ -93,6 +93,11 @@ std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns,
 // CPU time of the whole process (every thread: the autograd engine's included), in ns.
 int64_t process_cpu_ns();
 
+// Time the process's live threads have spent runnable but not running -- waiting for a CPU that
+// another thread or process held -- in ns, summed over threads (the scheduler's run delay,
+// /proc/self/task/*/schedstat). nullopt where the kernel does not say.
+std::optional<int64_t> cpu_wait_ns();
+
 // Sets result.timing to the statistics of the steps' wall times (step_time.*) and process CPU
 // times (step_cpu_time.*), and result.samples "step_time" and "step_cpu_time" to the times.
 void set_step_times(VariantResult& result, const std::vector<int64_t>& wall_ns,

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include "harness/instrument/phase.h"
 #include "harness/interrupt.h"
+#include "harness/measure.h"
 
 namespace harness {
 
@@ -25,6 +27,7 @@ VariantResult VariantRunner::run(const std::string& name,
   const bool shown = context_.wants_variant(name);
   if (shown) context_.progress.variant_started(scenario_, name, ++shown_, total_);
   const auto t0 = std::chrono::steady_clock::now();
+  const std::optional<int64_t> waited0 = cpu_wait_ns();
   const std::string section = scenario_ + " " + name;
   if (context_.trace) context_.trace->section_begin(section);
   try {
@@ -43,6 +46,15 @@ VariantResult VariantRunner::run(const std::string& name,
   if (context_.trace) context_.trace->section_end(section);
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const std::optional<int64_t> waited1 = cpu_wait_ns();
+  if (r.ran && waited0 && waited1 && seconds > 0) {
+    // Threads that ended during the variant took their waits with them: a lower bound.
+    const double share = static_cast<double>(std::max<int64_t>(0, *waited1 - *waited0)) / 1e9 / seconds;
+    r.timing.push_back({std::string(kCpuWaitShare), share, "ratio",
+                        "time the process's threads waited for a CPU (runnable, not running), "
+                        "summed over threads, per second of the variant (above 0.1: other work "
+                        "held the cores, and its times are not comparable)"});
+  }
   if (shown) context_.progress.variant_finished(r, seconds);
   return r;
 }

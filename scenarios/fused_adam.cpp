@@ -70,7 +70,7 @@ struct ScalingAxis {
 
 ScalingAxis scaling_axis(const std::string& preset) {
   if (preset == "seed") return {{10, 100, 1000}, {1024, 1 << 20}, 10};
-  return {{10, 100, 1000}, {256, 16384}, 3};
+  return {{10, 100, 1000}, {256, 16384}, 10};
 }
 
 std::string scale_name(const char* impl, int64_t tensors, int64_t numel) {

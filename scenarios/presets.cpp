@@ -30,7 +30,7 @@ void describe_ranks(ScenarioResult& result, const RunContext& ctx) {
 TrainingPreset training_preset(const RunOptions& options, bool allow_large) {
   TrainingPreset p;
   if (options.preset == "small") {
-    p = {"small", {32, 64, 64, 32, 16, 4}, 64, 5};
+    p = {"small", {32, 64, 64, 32, 16, 4}, 64, 10};
   } else if (options.preset == "seed") {
     p = {"seed", {6875, 2048, 1024, 512, 256, 7}, 32768, 100};
   } else if (options.preset == "large" && allow_large) {

@@ -12,7 +12,7 @@
 namespace harness {
 namespace {
 
-bool changed(const ComparedMetric& m) { return m.change != Change::Unchanged; }
+bool changed(const ComparedMetric& m) { return m.changed(); }
 
 const char* icon(Change change) {
   switch (change) {
@@ -22,6 +22,7 @@ const char* icon(Change change) {
     case Change::Inconclusive: return "🟡";
     case Change::New: return "🆕";
     case Change::Missing: return "➖";
+    case Change::Info: return "ℹ️";
   }
   return "?";
 }
@@ -87,7 +88,7 @@ const char* const kAlignment = "llllrrrrrrrl";
 
 // Why a row changed; for a decided time the numbers are in their own columns already.
 std::string why(const ComparedMetric& m, const TimeTestOptions& options) {
-  if (!changed(m)) return "";
+  if (!changed(m) && m.change != Change::Info) return "";
   if (m.time && m.change == Change::Regression) {
     return "slower at p < " + format_number(options.alpha) + ", above " +
            format_ratio(options.max_ratio) + "x";
@@ -148,8 +149,13 @@ std::string comparison_text(const RunComparison& c, bool all, bool strict) {
     if (all || changed(m)) table.add_row(cells(m, upper(to_string(m.change)), c.time_options));
   }
   if (!table.empty()) out += table.render("  ");
-  const size_t hidden = all ? 0 : c.count(Change::Unchanged);
-  if (hidden > 0) out += "  (" + std::to_string(hidden) + " unchanged rows not shown; --all shows them)\n";
+  const size_t unchanged = all ? 0 : c.count(Change::Unchanged);
+  const size_t informational = all ? 0 : c.count(Change::Info);
+  if (unchanged + informational > 0) {
+    out += "  (" + std::to_string(unchanged) + " unchanged " +
+           (informational > 0 ? "and " + std::to_string(informational) + " informational " : "") +
+           "rows not shown; --all shows them)\n";
+  }
   gate_lines(c, strict, out);
   out += "compare: " + c.tally() + "\n";
   return out;
@@ -211,16 +217,18 @@ std::string comparison_markdown(const RunComparison& c, bool strict, size_t max_
       out += row;
     }
   };
-  const size_t changed_rows = c.rows.size() - c.count(Change::Unchanged);
+  const size_t folded = c.count(Change::Unchanged) + c.count(Change::Info);
+  const size_t changed_rows = c.rows.size() - folded;
   if (changed_rows > 0) {
     out += "\n### Changed\n\n" + markdown_table_header(header(), kAlignment);
     add_rows(true);
   } else {
     out += "\nNothing changed.\n";
   }
-  if (c.count(Change::Unchanged) > 0) {
-    out += "\n<details><summary>" + std::to_string(c.count(Change::Unchanged)) +
-           " unchanged</summary>\n\n" + markdown_table_header(header(), kAlignment);
+  if (folded > 0) {
+    out += "\n<details><summary>" + std::to_string(c.count(Change::Unchanged)) + " unchanged, " +
+           std::to_string(c.count(Change::Info)) + " informational</summary>\n\n" +
+           markdown_table_header(header(), kAlignment);
     add_rows(false);
     out += "\n</details>\n";
   }
@@ -262,7 +270,7 @@ ReportJson comparison_json(const RunComparison& c, bool strict) {
                       {"min_samples", c.time_options.min_samples}};
   ReportJson& tally = out["tally"] = ReportJson::object();
   for (Change k : {Change::Regression, Change::Improvement, Change::Unchanged,
-                   Change::Inconclusive, Change::New, Change::Missing}) {
+                   Change::Inconclusive, Change::New, Change::Missing, Change::Info}) {
     tally[to_string(k)] = c.count(k);
   }
   ReportJson& rows = out["rows"] = ReportJson::array();

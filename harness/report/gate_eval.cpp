@@ -116,9 +116,15 @@ RuleOutcome evaluate_equals(const GateRule& rule, const VariantResult& variant, 
 // Evaluates one rule on one variant; `captures` are what the rule's variant '*'s matched.
 class VariantCheck {
  public:
-  VariantCheck(const GateFile& gate, const GateRule& rule, const ScenarioResult& scenario,
-               const VariantResult& variant, const RunReport* baseline)
-      : gate_(gate), rule_(rule), scenario_(scenario), variant_(variant), baseline_(baseline) {}
+  VariantCheck(const GateFile& gate, const GateRule& rule, const Provenance& run,
+               const ScenarioResult& scenario, const VariantResult& variant,
+               const RunReport* baseline)
+      : gate_(gate),
+        rule_(rule),
+        run_(run),
+        scenario_(scenario),
+        variant_(variant),
+        baseline_(baseline) {}
 
   RuleOutcome run(const std::vector<std::string>& captures) const {
     RuleOutcome out = outcome(rule_, scenario_.name, variant_.name);
@@ -206,6 +212,25 @@ class VariantCheck {
     out.allowed = "not slower than " + format_ratio(rule_.max_ratio) + " x " + of +
                   " at p < " + format_number(rule_.alpha);
     const std::string message = c.reason + " (" + of + ")";
+    if (rule_.kind == RuleKind::Baseline) {
+      // As bench compare: times of an oversubscribed scenario say nothing between runs, and a
+      // slowdown measured while other work held the cores may be that load.
+      const ScenarioResult* base_scenario = find_scenario(*baseline_, scenario_.name);
+      std::string why = oversubscription(run_, scenario_.world_size);
+      if (why.empty() && base_scenario) {
+        why = oversubscription(baseline_->provenance, base_scenario->world_size);
+      }
+      if (!why.empty()) return finish(out, RuleStatus::Inconclusive, why + "; " + message);
+      const VariantResult* base_variant =
+          base_scenario ? find_variant(*base_scenario, variant_.name) : nullptr;
+      why = contention(variant_);
+      if (why.empty() && base_variant && !contention(*base_variant).empty()) {
+        why = "baseline: " + contention(*base_variant);
+      }
+      if (c.verdict == TimeVerdict::Regression && !why.empty()) {
+        return finish(out, RuleStatus::Inconclusive, why + "; " + message);
+      }
+    }
     switch (c.verdict) {
       case TimeVerdict::Regression: return finish(out, RuleStatus::Fail, message);
       case TimeVerdict::Inconclusive: return finish(out, RuleStatus::Inconclusive, message);
@@ -280,6 +305,7 @@ class VariantCheck {
 
   const GateFile& gate_;
   const GateRule& rule_;
+  const Provenance& run_;
   const ScenarioResult& scenario_;
   const VariantResult& variant_;
   const RunReport* baseline_;
@@ -307,7 +333,8 @@ void evaluate_rule(const GateFile& gate, const GateRule& rule, const RunReport& 
       std::vector<std::string> captures;
       if (!glob_match(rule.variant, variant.name, &captures)) continue;
       any_variant = true;
-      outcomes.push_back(VariantCheck(gate, rule, scenario, variant, baseline).run(captures));
+      outcomes.push_back(
+          VariantCheck(gate, rule, report.provenance, scenario, variant, baseline).run(captures));
     }
     if (!any_variant) {
       outcomes.push_back(finish(outcome(rule, scenario.name, rule.variant), RuleStatus::Skipped,

@@ -166,7 +166,7 @@ std::string comparison_block(const RunComparison& c) {
   for (const std::string& n : c.notes) out += "<p class=\"note\">" + escape(n) + "</p>\n";
   std::vector<std::vector<std::string>> rows;
   for (const ComparedMetric& m : c.rows) {
-    if (m.change != Change::Unchanged)
+    if (m.changed())
       rows.push_back(comparison_cells(m, to_string(m.change), c.time_options));
   }
   if (!rows.empty()) out += html::html_table(comparison_columns(), rows, comparison_alignment());

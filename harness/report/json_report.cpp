@@ -68,7 +68,9 @@ ReportJson provenance_json(const Provenance& p) {
           {"instrument_status", p.instrument_status},
           {"hostname", p.hostname},
           {"started_at", p.started_at},
-          {"world_size", p.world_size}};
+          {"world_size", p.world_size},
+          {"ranks_per_host", p.ranks_per_host},
+          {"cpu_count", p.cpu_count}};
 }
 
 ReportJson variant_json(const VariantResult& v, MeasurementWriter& writer) {

@@ -178,6 +178,8 @@ Provenance read_provenance(const Node& p) {
   out.hostname = opt_string(p, "hostname");
   out.started_at = opt_string(p, "started_at");
   if (auto n = p.find("world_size")) out.world_size = static_cast<int>(n->integer());
+  if (auto n = p.find("ranks_per_host")) out.ranks_per_host = static_cast<int>(n->integer());
+  if (auto n = p.find("cpu_count")) out.cpu_count = static_cast<int>(n->integer());
   return out;
 }
 

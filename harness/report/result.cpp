@@ -1,6 +1,7 @@
 #include "harness/report/result.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "harness/report/pattern.h"
 
@@ -69,6 +70,23 @@ const ScenarioResult* find_scenario(const RunReport& report, const std::string& 
     if (s.name == name) return &s;
   }
   return nullptr;
+}
+
+std::string contention(const VariantResult& variant) {
+  const Measurement* m = find_metric(variant, std::string("timing.") + kCpuWaitShare);
+  if (m == nullptr || !m->value || *m->value <= kContendedCpuWait) return "";
+  return "its threads waited for a CPU " + std::to_string(std::lround(*m->value * 100)) +
+         "% of the time (other work held the cores; more than " +
+         std::to_string(std::lround(kContendedCpuWait * 100)) +
+         "%), so a change of its times may be the load";
+}
+
+std::string oversubscription(const Provenance& run, int ranks) {
+  ranks = std::min(ranks, run.ranks_per_host);
+  if (run.cpu_count <= 0 || ranks <= 1 || ranks < run.cpu_count) return "";
+  return std::to_string(ranks) + " ranks on " + std::to_string(run.cpu_count) +
+         " CPU(s): the ranks and Gloo's threads compete for cores, so step times are not "
+         "comparable between runs";
 }
 
 }  // namespace harness

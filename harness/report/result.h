@@ -105,7 +105,26 @@ struct Provenance {
   std::string hostname;
   std::string started_at;          // ISO 8601 UTC
   int world_size = 1;
+  int ranks_per_host = 1;  // ranks on the leader's host (LOCAL_WORLD_SIZE); 1 without ranks
+  int cpu_count = 0;       // CPUs the leader may run on (its affinity mask); 0: not known
 };
+
+// timing.cpu_wait.share (schema 1.4.0): the time a variant's threads waited for a CPU (runnable,
+// not running; summed over threads) per second of the variant. Above kContendedCpuWait other work
+// held the cores while it ran: its step times measure the machine's load as much as the code, and
+// bench compare calls a change of them inconclusive.
+inline constexpr const char* kCpuWaitShare = "cpu_wait.share";
+inline constexpr double kContendedCpuWait = 0.10;
+// Why the variant's times cannot be compared because of kCpuWaitShare ("" when they can, or the
+// report does not say).
+std::string contention(const VariantResult& variant);
+
+// A scenario run on as many ranks on one host as the host has CPUs, or more: the ranks, Gloo's
+// threads and the launcher compete for cores, so its step times say more about the scheduler than
+// about the code (two ranks on 2 CPUs: A/A step-time ratios of 2 and more). `ranks`: those that
+// ran the scenario (on this host: at most run.ranks_per_host). Returns why, or "" when it was not
+// (or the report does not say: before schema 1.4).
+std::string oversubscription(const Provenance& run, int ranks);
 
 struct RunReport {
   Provenance provenance;

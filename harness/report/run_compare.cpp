@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "harness/report/format.h"
 #include "harness/report/pattern.h"
 
 namespace harness {
@@ -24,16 +25,23 @@ constexpr double kCountTolerance = 1e-9;
 // Ran as it should: ran, or failed as it is expected to.
 bool ok(const VariantResult& v) { return v.ran || v.failed_as_expected(); }
 
+// What a scenario's figures can carry, from how it ran on each side.
+struct Trust {
+  bool host_memory = true;  // host memory levels get a verdict
+  std::string times;        // why its times cannot get one ("" when they can)
+};
+
 class VariantComparer {
  public:
   VariantComparer(const std::string& scenario, const VariantResult& base,
                   const VariantResult& head, const TimeTestOptions& options, bool phase_times,
-                  std::vector<ComparedMetric>& rows)
+                  const Trust& trust, std::vector<ComparedMetric>& rows)
       : scenario_(scenario),
         base_(base),
         head_(head),
         options_(options),
         phase_times_(phase_times),
+        trust_(trust),
         rows_(rows) {}
 
   // Returns false when the measured windows differ (phase counts were then not compared).
@@ -89,6 +97,12 @@ class VariantComparer {
       m.change = *m.head > *m.base + slack   ? Change::Regression
                  : *m.head < *m.base - slack ? Change::Improvement
                                              : Change::Unchanged;
+      if (m.change != Change::Unchanged && !trust_.host_memory &&
+          m.metric.find("host_memory.") != std::string::npos) {
+        m.change = Change::Info;
+        m.note = "host memory level of a scenario on ranks: varies from run to run (Gloo's and "
+                 "autograd's threads); --host-memory gives it a verdict";
+      }
     }
     rows_.push_back(std::move(m));
   }
@@ -210,6 +224,18 @@ class VariantComparer {
         case TimeVerdict::Inconclusive: m.change = Change::Inconclusive; break;
       }
       m.note = m.time->reason;
+      const std::string crowded_base = contention(base_), crowded_head = contention(head_);
+      if (!trust_.times.empty()) {
+        m.change = Change::Inconclusive;
+        m.note = trust_.times;
+      } else if ((m.change == Change::Regression || m.change == Change::Improvement) &&
+                 (!crowded_base.empty() || !crowded_head.empty())) {
+        // A change measured while other work held the cores is the load as likely as the code.
+        // (No change found under that noise stays unchanged: the test only had less power.)
+        m.note = (crowded_base.empty() ? "head: " + crowded_head : "base: " + crowded_base) +
+                 "; " + m.note;
+        m.change = Change::Inconclusive;
+      }
       rows_.push_back(std::move(m));
     }
   }
@@ -219,6 +245,7 @@ class VariantComparer {
   const VariantResult& head_;
   const TimeTestOptions& options_;
   const bool phase_times_;
+  const Trust& trust_;
   std::vector<ComparedMetric>& rows_;
 };
 
@@ -241,6 +268,41 @@ std::vector<EnvironmentDifference> environment_differences(const Provenance& b,
   add_difference(out, "harness version", b.tool_version, h.tool_version);
   add_difference(out, "ranks", std::to_string(b.world_size), std::to_string(h.world_size));
   return out;
+}
+
+// A machine that is slower (or faster) for a whole run shifts every step of it, which the U test
+// sees as significant (README: run-to-run drift). So a time verdict stands only where the variant
+// moved beyond max_ratio against its scenario's median move too: rows [begin, end) of one
+// scenario, per series, where at least kShiftVariants variants have a ratio. A verdict that only
+// follows the scenario's move becomes inconclusive: drift, or a change that moved every variant,
+// which two runs cannot tell apart.
+constexpr size_t kShiftVariants = 3;
+
+void discount_scenario_shift(std::vector<ComparedMetric>& rows, size_t begin,
+                             const TimeTestOptions& options) {
+  std::map<std::string, std::vector<double>> ratios;  // series -> every variant's ratio
+  for (size_t i = begin; i < rows.size(); ++i) {
+    const ComparedMetric& m = rows[i];
+    if (m.time && m.time->ratio.ratio && m.change != Change::Inconclusive) {
+      ratios[m.metric].push_back(*m.time->ratio.ratio);
+    }
+  }
+  for (size_t i = begin; i < rows.size(); ++i) {
+    ComparedMetric& m = rows[i];
+    if (!m.time || !m.time->ratio.ratio) continue;
+    if (m.change != Change::Regression && m.change != Change::Improvement) continue;
+    const std::vector<double>& all = ratios[m.metric];
+    if (all.size() < kShiftVariants) continue;
+    const double shift = median_of(all);
+    const double relative = *m.time->ratio.ratio / shift;
+    if (relative > options.max_ratio || relative < 1 / options.max_ratio) continue;
+    m.note = "moved with its scenario: ratio " + format_ratio(*m.time->ratio.ratio) +
+             ", the median of its " + std::to_string(all.size()) + " variants " +
+             format_ratio(shift) + " (" + format_ratio(relative) + "x that, within " +
+             format_ratio(options.max_ratio) + "x): drift of the machine, or a change that " +
+             "moved every variant; " + m.time->reason;
+    m.change = Change::Inconclusive;
+  }
 }
 
 std::string config_differences(const ScenarioResult& b, const ScenarioResult& h) {
@@ -268,6 +330,7 @@ const char* to_string(Change change) {
     case Change::Inconclusive: return "inconclusive";
     case Change::New: return "new";
     case Change::Missing: return "missing";
+    case Change::Info: return "informational";
   }
   return "?";
 }
@@ -295,11 +358,13 @@ std::string RunComparison::tally() const {
          n(Change::Improvement, "improvement", "improvements") + ", " +
          n(Change::Unchanged, "unchanged", "unchanged") + ", " +
          n(Change::Inconclusive, "inconclusive", "inconclusive") + ", " +
-         n(Change::New, "new", "new") + ", " + n(Change::Missing, "missing", "missing");
+         n(Change::New, "new", "new") + ", " + n(Change::Missing, "missing", "missing") + ", " +
+         n(Change::Info, "informational", "informational");
 }
 
 RunComparison compare_reports(const RunReport& base, const RunReport& head,
-                              const TimeTestOptions& time_options, bool phase_times) {
+                              const TimeTestOptions& time_options, bool phase_times,
+                              bool host_memory) {
   RunComparison out;
   out.base = base.provenance;
   out.head = head.provenance;
@@ -326,15 +391,27 @@ RunComparison compare_reports(const RunReport& base, const RunReport& head,
       out.notes.push_back(h.name + " ran on " + std::to_string(b->world_size) + " rank(s) in base, " +
                           std::to_string(h.world_size) + " in head: counts sum over ranks");
     }
+    Trust trust;
+    trust.host_memory = host_memory || (b->world_size == 1 && h.world_size == 1);
+    const std::string crowded_base = oversubscription(base.provenance, b->world_size);
+    const std::string crowded_head = oversubscription(head.provenance, h.world_size);
+    if (!crowded_base.empty() || !crowded_head.empty()) {
+      trust.times = crowded_base.empty() ? "head: " + crowded_head : "base: " + crowded_base;
+      out.notes.push_back(h.name + ": " + trust.times + ": its times are inconclusive");
+    }
     size_t other_window = 0;
+    const size_t first_row = out.rows.size();
     for (const VariantResult& v : h.variants) {
       const VariantResult* bv = find_variant(*b, v.name);
       if (bv == nullptr) {
         whole_variant(h.name, v, true);
         continue;
       }
-      if (!VariantComparer(h.name, *bv, v, time_options, phase_times, out.rows).run()) ++other_window;
+      if (!VariantComparer(h.name, *bv, v, time_options, phase_times, trust, out.rows).run()) {
+        ++other_window;
+      }
     }
+    discount_scenario_shift(out.rows, first_row, time_options);
     if (other_window > 0) {
       out.notes.push_back(h.name + ": " + std::to_string(other_window) +
                           " variant(s) measured another number of steps: their phase counts "

@@ -6,7 +6,11 @@
 //   - times are decided on their sample series with compare_times (statistics.h): a regression
 //     needs significance and a ratio above max_ratio; too few samples are inconclusive;
 //   - a variant that stops running or a correctness check that starts failing is a regression;
-//   - what only head has is new, what only base has is missing.
+//   - what only head has is new, what only base has is missing;
+//   - what cannot carry a verdict gets none: host memory levels of scenarios on ranks vary from
+//     run to run (Gloo's and autograd's threads allocate while phase boundaries are read), so they
+//     are informational unless asked for; times of a scenario whose ranks outnumbered the CPUs
+//     (oversubscription(), result.h) are inconclusive.
 // The result renders as text, markdown (for $GITHUB_STEP_SUMMARY and PR comments) or JSON.
 #include <cstddef>
 #include <optional>
@@ -20,8 +24,9 @@
 
 namespace harness {
 
-enum class Change { Regression, Improvement, Unchanged, Inconclusive, New, Missing };
-const char* to_string(Change change);  // "regression", "improvement", ...
+enum class Change { Regression, Improvement, Unchanged, Inconclusive, New, Missing, Info };
+// "regression", "improvement", ..., "informational" (a figure shown without a verdict)
+const char* to_string(Change change);
 
 struct ComparedMetric {
   std::string scenario;
@@ -33,6 +38,9 @@ struct ComparedMetric {
   Change change = Change::Unchanged;
   std::optional<TimeComparison> time;  // series only
   std::string note;                    // why, when the numbers alone do not say
+
+  // Shown among the changed rows: anything but unchanged and informational.
+  bool changed() const { return change != Change::Unchanged && change != Change::Info; }
 };
 
 // A provenance field that differs between the runs (device, instrument, build type, ...).
@@ -56,16 +64,19 @@ struct RunComparison {
   size_t count(Change change) const;
   // A regression row, or a failing gate; with `strict`, an inconclusive row or gate rule too.
   bool failed(bool strict) const;
-  // "1 regression, 0 improvements, 42 unchanged, 1 inconclusive, 0 new, 0 missing"
+  // "1 regression, 0 improvements, 42 unchanged, 1 inconclusive, 0 new, 0 missing,
+  // 3 informational"
   std::string tally() const;
 };
 
 // `phase_times`: also test each phase's time series (samples.phase[...].time) and each step's
 // time waited in syncs (samples.sync.wait_time), not only the step's wall and CPU times. They are
 // diagnostic: short phases and waits are dominated by timer and scheduling noise, so they are
-// left out unless asked for.
+// left out unless asked for. `host_memory`: also give host memory levels of scenarios on ranks a
+// verdict (by default informational: they vary from run to run).
 RunComparison compare_reports(const RunReport& base, const RunReport& head,
-                              const TimeTestOptions& time_options, bool phase_times = false);
+                              const TimeTestOptions& time_options, bool phase_times = false,
+                              bool host_memory = false);
 
 // Renderings. Text: the changed rows as a table, then the tally; `all`: every row.
 std::string comparison_text(const RunComparison& comparison, bool all, bool strict);

@@ -115,7 +115,7 @@ class SyncWait(unittest.TestCase):
             self.assertIn("host time waited in the measured window", r.stdout)
             row = next(line for line in r.stdout.splitlines()
                        if "aten::_local_scalar_dense" in line and "item" in line)
-            self.assertRegex(row, r"item\s+100\s+[0-9.]+ (ns|µs|ms|s)\s+[0-9.]+ (ns|µs|ms|s)$")
+            self.assertRegex(row, r"item\s+200\s+[0-9.]+ (ns|µs|ms|s)\s+[0-9.]+ (ns|µs|ms|s)$")
             self.assertIn("sync wait", r.stdout)
             header = next(line for line in r.stdout.splitlines() if "sync wait" in line
                           and "median time" in line)
@@ -303,7 +303,7 @@ class Trace(unittest.TestCase):
         self.assertTrue(kernels and all(e["dur"] >= 0 for e in kernels))
         syncs = [e for e in events if e.get("cat") == "sync"]
         item = [e for e in syncs if e["name"] == "aten::_local_scalar_dense"]
-        self.assertEqual(len(item), 100)  # 2 x 10 parameter tensors x 5 measured steps
+        self.assertEqual(len(item), 200)  # 2 x 10 parameter tensors x 10 measured steps
         self.assertTrue(all(e["args"]["phase"] == "optimizer.step" for e in item))
         sections = [e["name"] for e in events if e.get("cat") == "variant" and e["ph"] == "B"]
         self.assertIn("resume_adam resume_move_all/foreach", sections)
@@ -432,6 +432,12 @@ class Listing(unittest.TestCase):
 
     def test_help_exits_zero(self):
         self.assertEqual(bench("--help").returncode, 0)
+
+    def test_help_states_each_scenarios_default_ranks(self):
+        text = " ".join(bench("--help").stdout.split())  # CLI11 wraps the description
+        for scenario in ("zero_broadcast", "engine_reuse", "metric_sync", "sharded_setup"):
+            self.assertIn(scenario + ": 2", text)
+        self.assertIn("the others 1", text)
 
 
 if __name__ == "__main__":

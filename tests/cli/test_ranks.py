@@ -222,6 +222,24 @@ class EngineReuseRanks(unittest.TestCase):
         self.assertGreater(phase_metric(v["new_engine_per_stage"], "setup.fit", "d2h.count"), 0)
 
 
+    def test_device_memory_after_the_expected_failure_is_the_same_every_run(self):
+        # The crashing variant leaves a prefetch in flight; its memory must be freed when the
+        # variant ends, not later on Gloo's thread in the next variant's phases (it was: the
+        # reused engine's setup.validate peak varied by a gathered unit from run to run).
+        peaks = []
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "report.json")
+            for _ in range(4):
+                r = bench("--scenario", "engine_reuse", "--device", "sim", "--quiet", "--out", out,
+                          "--variant", "new_engine_private_registry", "--variant", "reuse_engine")
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+                v = {x["name"]: x for x in strict_json(out)["scenarios"][0]["variants"]}
+                peaks.append([phase_metric(v[name], phase, "memory.peak_bytes")
+                              for name in ("rank0/reuse_engine", "rank1/reuse_engine")
+                              for phase in v[name]["phases"]])
+        self.assertEqual(peaks, [peaks[0]] * 4)
+
+
 class MetricSyncRanks(unittest.TestCase):
     """metric_sync: what a save costs each way, on 1 and 2 ranks, and whether resumes are right."""
 

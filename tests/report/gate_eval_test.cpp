@@ -174,6 +174,26 @@ TEST(GateEval, StatisticalRuleAgainstTheBaseline) {
   EXPECT_EQ(only(evaluate_gate(gate, base, &base)).status, RuleStatus::Pass);
 }
 
+TEST(GateEval, BaselineTimeRulesJudgeOnlyTimesThatCanCarryAVerdict) {
+  const RunReport base = with_step_times(kFast, kFast);
+  RunReport slower = with_step_times(kSlow, kFast);
+  const json r = mann_whitney("fresh/foreach", {{"baseline", true}});
+  const GateFile gate = parse_gate_json({{"gate_version", 1}, {"rules", json::array({r})}}, "g");
+  // Measured while other work held the cores: the slowdown may be that load.
+  sample_variant(slower, "fresh/foreach").timing.push_back({"cpu_wait.share", 0.4, "ratio", ""});
+  RuleOutcome o = only(evaluate_gate(gate, slower, &base));
+  EXPECT_EQ(o.status, RuleStatus::Inconclusive) << o.message;
+  EXPECT_CONTAINS(o.message, "its threads waited for a CPU 40% of the time");
+  EXPECT_EQ(only(evaluate_gate(gate, base, &slower)).status, RuleStatus::Pass);  // no slowdown
+  // Its scenario's ranks (2, the sample's) as many as the CPUs: inconclusive either way.
+  slower.provenance.ranks_per_host = 2;
+  slower.provenance.cpu_count = 2;
+  o = only(evaluate_gate(gate, slower, &base));
+  EXPECT_EQ(o.status, RuleStatus::Inconclusive);
+  EXPECT_CONTAINS(o.message, "2 ranks on 2 CPU(s)");
+  EXPECT_EQ(only(evaluate_gate(gate, base, &slower)).status, RuleStatus::Inconclusive);
+}
+
 TEST(GateEval, TooFewSamplesAreInconclusiveAndFailOnlyWhenStrict) {
   // The sample report has 5 step times per variant: fewer than min_samples 10.
   const RunReport report = sample_report();

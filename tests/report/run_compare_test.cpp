@@ -104,6 +104,113 @@ TEST(RunCompare, TimesAreDecidedOnTheirSamples) {
             Change::Unchanged);
 }
 
+// Every variant that ran gets `samples` as its step times (10 or more: decidable).
+void set_step_times(RunReport& report, const std::vector<double>& samples, double factor = 1) {
+  for (VariantResult& v : report.scenarios.at(0).variants) {
+    if (!v.ran) continue;
+    v.samples["step_time"].clear();
+    for (double x : samples) v.samples["step_time"].push_back(x * factor);
+  }
+}
+
+TEST(RunCompare, HostMemoryOfScenariosOnRanksIsInformational) {
+  RunReport base = sample_report();  // its scenario ran on 2 ranks
+  RunReport head = sample_report();
+  for (RunReport* r : {&base, &head}) {
+    sample_variant(*r, "fresh/foreach")
+        .total.push_back({"host_memory.peak_bytes", r == &base ? 1000.0 : 2000.0, "bytes", ""});
+    sample_variant(*r, "fresh/foreach")
+        .total.push_back({"memory.peak_bytes", r == &base ? 1000.0 : 2000.0, "bytes", ""});
+  }
+  const RunComparison c = compare_reports(base, head, {});
+  const ComparedMetric& host = row(c, "fresh/foreach", "total.host_memory.peak_bytes");
+  EXPECT_EQ(host.change, Change::Info);
+  EXPECT_NE(host.note.find("--host-memory"), std::string::npos) << host.note;
+  // Device memory is deterministic: its rise is a regression as ever.
+  EXPECT_EQ(row(c, "fresh/foreach", "total.memory.peak_bytes").change, Change::Regression);
+  EXPECT_EQ(c.count(Change::Info), 1u);
+  EXPECT_NE(c.tally().find("1 informational"), std::string::npos) << c.tally();
+  EXPECT_NE(comparison_text(c, false, false).find("1 informational rows not shown"),
+            std::string::npos);
+  // Asked for, or on one process, the level has a verdict.
+  EXPECT_EQ(row(compare_reports(base, head, {}, false, /*host_memory=*/true), "fresh/foreach",
+                "total.host_memory.peak_bytes")
+                .change,
+            Change::Regression);
+  base.scenarios[0].world_size = head.scenarios[0].world_size = 1;
+  EXPECT_EQ(row(compare_reports(base, head, {}), "fresh/foreach", "total.host_memory.peak_bytes")
+                .change,
+            Change::Regression);
+}
+
+TEST(RunCompare, TimesOfAnOversubscribedScenarioAreInconclusive) {
+  RunReport base = sample_report();
+  RunReport head = sample_report();
+  set_step_times(base, kFast);
+  set_step_times(head, kFast);
+  sample_variant(head, "fresh/foreach").samples["step_time"] = kSlow;
+  for (double& x : sample_variant(head, "fresh/foreach").samples["step_time"]) x *= 2;
+  EXPECT_EQ(row(compare_reports(base, head, {}), "fresh/foreach", "samples.step_time").change,
+            Change::Regression);
+  head.provenance.ranks_per_host = 2;
+  head.provenance.cpu_count = 2;  // 2 ranks on 2 CPUs
+  const RunComparison c = compare_reports(base, head, {});
+  const ComparedMetric& time = row(c, "fresh/foreach", "samples.step_time");
+  EXPECT_EQ(time.change, Change::Inconclusive);
+  EXPECT_NE(time.note.find("head: 2 ranks on 2 CPU(s)"), std::string::npos) << time.note;
+  ASSERT_EQ(c.notes.size(), 1u);
+  EXPECT_NE(c.notes[0].find("resume_adam: head: 2 ranks on 2 CPU(s)"), std::string::npos);
+  // Enough CPUs, or a scenario on one rank: judged.
+  head.provenance.cpu_count = 3;
+  EXPECT_EQ(row(compare_reports(base, head, {}), "fresh/foreach", "samples.step_time").change,
+            Change::Regression);
+  head.provenance.cpu_count = 2;
+  head.scenarios[0].world_size = 1;
+  EXPECT_EQ(row(compare_reports(base, head, {}), "fresh/foreach", "samples.step_time").change,
+            Change::Regression);
+}
+
+TEST(RunCompare, AChangeMeasuredWhileTheCoresWereBusyIsInconclusive) {
+  RunReport base = sample_report();
+  RunReport head = sample_report();
+  set_step_times(base, kFast);
+  set_step_times(head, kFast);
+  sample_variant(head, "fresh/foreach").samples["step_time"] = kSlow;
+  sample_variant(head, "fresh/forloop").timing.push_back(
+      {"cpu_wait.share", 0.5, "ratio", "waited for a CPU"});
+  sample_variant(head, "fresh/foreach").timing.push_back(
+      {"cpu_wait.share", 0.35, "ratio", "waited for a CPU"});
+  const RunComparison c = compare_reports(base, head, {});
+  const ComparedMetric& slower = row(c, "fresh/foreach", "samples.step_time");
+  EXPECT_EQ(slower.change, Change::Inconclusive);
+  EXPECT_NE(slower.note.find("head: its threads waited for a CPU 35% of the time"),
+            std::string::npos)
+      << slower.note;
+  // No change found under the load stays unchanged (a self-compare passes --strict).
+  EXPECT_EQ(row(c, "fresh/forloop", "samples.step_time").change, Change::Unchanged);
+  sample_variant(head, "fresh/foreach").timing.back().value = 0.05;  // a quiet machine
+  EXPECT_EQ(row(compare_reports(base, head, {}), "fresh/foreach", "samples.step_time").change,
+            Change::Regression);
+}
+
+TEST(RunCompare, ATimeThatMovedWithItsWholeScenarioIsInconclusive) {
+  RunReport base = sample_report();
+  RunReport head = sample_report();
+  set_step_times(base, kFast);
+  set_step_times(head, kFast, 1.5);  // every variant 1.5x: a slower machine, or every variant
+  sample_variant(head, "fresh/forloop").samples["step_time"] = kFast;
+  for (double& x : sample_variant(head, "fresh/forloop").samples["step_time"]) x *= 3;
+  const RunComparison c = compare_reports(base, head, {});
+  const ComparedMetric& moved = row(c, "fresh/foreach", "samples.step_time");
+  EXPECT_EQ(moved.change, Change::Inconclusive);
+  EXPECT_NE(moved.note.find("moved with its scenario: ratio 1.5, the median of its 4 variants 1.5"),
+            std::string::npos)
+      << moved.note;
+  // 3x where the others moved 1.5x: 2x beyond the scenario's move, a regression.
+  EXPECT_EQ(row(c, "fresh/forloop", "samples.step_time").change, Change::Regression);
+  EXPECT_TRUE(c.failed(false));
+}
+
 TEST(RunCompare, FailuresNewAndMissingVariants) {
   RunReport base = sample_report();
   RunReport head = sample_report();

@@ -139,10 +139,12 @@ bool operator==(const ScenarioResult& a, const ScenarioResult& b) {
 bool operator==(const Provenance& a, const Provenance& b) {
   return std::tie(a.tool_version, a.git_sha, a.git_dirty, a.argv, a.build_type, a.libtorch_version,
                   a.cuda_version, a.cupti_version, a.device, a.device_name, a.instrument,
-                  a.instrument_status, a.hostname, a.started_at, a.world_size) ==
+                  a.instrument_status, a.hostname, a.started_at, a.world_size, a.ranks_per_host,
+                  a.cpu_count) ==
          std::tie(b.tool_version, b.git_sha, b.git_dirty, b.argv, b.build_type, b.libtorch_version,
                   b.cuda_version, b.cupti_version, b.device, b.device_name, b.instrument,
-                  b.instrument_status, b.hostname, b.started_at, b.world_size);
+                  b.instrument_status, b.hostname, b.started_at, b.world_size, b.ranks_per_host,
+                  b.cpu_count);
 }
 bool operator==(const RunReport& a, const RunReport& b) {
   return std::tie(a.provenance, a.warnings, a.scenarios) ==

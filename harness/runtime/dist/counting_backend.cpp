@@ -62,6 +62,20 @@ class CountedWork final : public c10d::Work {
         kind_(kind),
         keep_alive_(std::move(keep_alive)),
         results_(std::move(results)) {}
+  // A work dropped without a wait (a prefetch left in flight by a stage that failed) is still
+  // settled here, so that its memory is not freed later on Gloo's thread, in whatever phase runs
+  // then (engine_reuse's next variant had a device peak that varied from run to run).
+  ~CountedWork() override {
+    if (waited_) return;
+    try {
+      inner_->wait(kSettleTimeout);
+    } catch (...) {  // timed out (a peer that never joins) or failed: nothing to free it here
+      return;
+    }
+    await_release_by_workers();
+  }
+  CountedWork(const CountedWork&) = delete;
+  CountedWork& operator=(const CountedWork&) = delete;
 
   bool wait(std::chrono::milliseconds timeout) override {
     const int64_t begin = events::begin_time();
@@ -74,6 +88,7 @@ class CountedWork final : public c10d::Work {
         break;
       case WaitKind::Barrier: events::record_collective_sync(op_, "barrier", waited); break;
     }
+    waited_ = true;
     if (done) await_release_by_workers();  // after the wait is timed: bookkeeping, not waiting
     return done;
   }
@@ -126,6 +141,8 @@ class CountedWork final : public c10d::Work {
     }
   }
 
+  static constexpr std::chrono::milliseconds kSettleTimeout{1000};
+
   c10::intrusive_ptr<c10d::Work> inner_;
   const char* op_;
   WaitKind kind_;
@@ -133,6 +150,7 @@ class CountedWork final : public c10d::Work {
   std::vector<at::Tensor> results_;
   std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
+  bool waited_ = false;
 };
 
 c10::intrusive_ptr<c10d::Work> counted(c10::intrusive_ptr<c10d::Work> work, const char* op,

@@ -62,6 +62,7 @@ std::optional<RankEnv> rank_env_from_environment() {
       throw InputError("LOCAL_RANK=" + std::to_string(e.local_rank) +
                        " is not below LOCAL_WORLD_SIZE=" + std::to_string(n));
     }
+    e.local_world_size = n;
   }
   if (const auto addr = env("MASTER_ADDR")) {
     if (addr->empty()) throw InputError("environment variable MASTER_ADDR is empty");

@@ -11,6 +11,7 @@ struct RankEnv {
   int rank = 0;
   int world_size = 1;
   int local_rank = 0;  // the device index this rank uses (cuda:local_rank, sim:local_rank)
+  int local_world_size = 0;  // ranks on this host (LOCAL_WORLD_SIZE); 0: not said
   std::string master_addr = "127.0.0.1";
   int master_port = 0;
 
