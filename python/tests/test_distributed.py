@@ -208,7 +208,7 @@ def test_torchmetrics_sync_against_metric_sync(bench):
     """torchmetrics' real Metric.sync() of a MeanMetric and a CatMetric on 2 sim ranks against
     what metric_sync's pre-fix trainer counts per save (phase checkpoint.metric_sync)."""
     torch_side = ranks.run(_metrics)
-    cpp = _bench(bench, "--scenario", "metric_sync", "--variant", "world2/trainer_syncs_on_save")
+    cpp = _bench(bench, "--scenario", "metric_sync", "--variant", "world2/trainer_fault_tolerant")
     for rank, saves in enumerate(torch_side):
         n = len(saves)
         mine = {"barriers": sum(s["collectives"].get("barrier", (0, 0))[0] for s in saves) / n,
@@ -216,7 +216,7 @@ def test_torchmetrics_sync_against_metric_sync(bench):
                 "syncs": sum(s["syncs"] for s in saves) / n,
                 "h2d": sum(s["h2d"] for s in saves) / n, "d2h": sum(s["d2h"] for s in saves) / n,
                 "launches": sum(s["launches"] for s in saves) / n}
-        phase = cpp[f"rank{rank}/world2/trainer_syncs_on_save"]["phases"]["checkpoint.metric_sync"]
+        phase = cpp[f"rank{rank}/world2/trainer_fault_tolerant"]["phases"]["checkpoint.metric_sync"]
         theirs = {"barriers": phase["collective.barrier.count"] / 2,
                   "all_gathers": phase["collective.all_gather.count"] / 2,
                   "syncs": phase["sync.count"] / 2, "h2d": phase["h2d.count"] / 2,

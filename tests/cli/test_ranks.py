@@ -293,12 +293,12 @@ class MetricSyncRanks(unittest.TestCase):
             self.assertIn("states lost", v[layout + "/trainer_default"]["correctness"]["detail"])
 
     def test_per_save_figures_divide_by_the_saves_counted(self):
-        # With --instrument-overhead every second step runs uncounted: one of the two saves is
-        # counted, and the per-save figures are still those of one save.
+        # With --instrument-overhead every second step runs uncounted: with K = 5 one of the two
+        # saves (steps 5 and 10) is counted, and the per-save figures are still those of one save.
         with tempfile.TemporaryDirectory() as tmp:
             out = os.path.join(tmp, "report.json")
             base = os.path.join(tmp, "base.json")
-            args = ("--scenario", "metric_sync", "--device", "sim", "--variant",
+            args = ("--scenario", "metric_sync", "--device", "sim", "--steps", "5", "--variant",
                     "world1/trainer_fault_tolerant", "--variant", "world2/trainer_fault_tolerant")
             r = bench(*args, "--out", base)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
