@@ -150,7 +150,8 @@ def run_variants(scenario: str, impls=None) -> dict[str, tuple[harness_sim.Count
 def bench_report(bench: str, scenario: str, variants: list[str]) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         out = f"{tmp}/{scenario}.json"
-        cmd = [bench, "--scenario", scenario, "--device", "sim", "--quiet", "--out", out]
+        cmd = [bench, "--scenario", scenario, "--device", "sim", "--steps", str(STEPS_BEFORE),
+               "--quiet", "--out", out]
         for v in variants:
             cmd += ["--variant", v]
         subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)

@@ -49,7 +49,8 @@ class CMakeBuild(build_ext):
                            "pch_defines,time_macros,include_file_mtime,include_file_ctime")
             env.setdefault("CCACHE_NOHASHDIR", "1")
         generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
+        # Configured once; a configure that failed (a cache and no build file) is run again.
+        if not any(os.path.exists(os.path.join(build_dir, f)) for f in ("build.ninja", "Makefile")):
             subprocess.run(["cmake", "-S", HERE, "-B", build_dir, *generator,
                             "-DCMAKE_BUILD_TYPE=Release", f"-DLIBTORCH_ROOT={torch_dir}",
                             f"-DPython3_EXECUTABLE={sys.executable}", *launcher],

@@ -129,6 +129,7 @@ void CountSession::begin_step() {
   if (in_step_) throw std::logic_error("step() inside another step()");
   phase_clock_.begin_step();
   in_step_ = true;
+  step_range_.emplace("step " + std::to_string(steps() + 1));  // NVTX, as bench's steps
   step_started_cpu_ns_ = process_cpu_ns();
   step_started_ns_ = now_ns();
 }
@@ -138,6 +139,7 @@ void CountSession::end_step() {
   step_ns_.push_back(now_ns() - step_started_ns_);
   step_cpu_ns_.push_back(process_cpu_ns() - step_started_cpu_ns_);
   phase_clock_.end_step();
+  step_range_.reset();
   in_step_ = false;
 }
 

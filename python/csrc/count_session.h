@@ -7,6 +7,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,7 @@ class CountSession {
   int64_t step_started_ns_ = 0;
   int64_t step_started_cpu_ns_ = 0;
   std::vector<int64_t> step_ns_, step_cpu_ns_;
+  std::optional<NvtxRange> step_range_;  // "step N" while a c.step() runs
 };
 
 // The phase stack as Python sees it: enter and exit in strict LIFO order (a `with` block), names
