@@ -146,6 +146,49 @@ def test_torch_ddp_against_the_cpp_data_parallel_runtime(bench):
     assert torch_rank0["launches_by_op"]["aten::mul"] == len(WIDTHS[1:]) * 2
 
 
+# --- FSDP2 --------------------------------------------------------------------------------------
+def _fsdp2(rank, world):
+    from torch.distributed.fsdp import fully_shard
+    device = torch.device("sim", rank)
+    model = mlp(device)
+    for layer in model:
+        if isinstance(layer, torch.nn.Linear):
+            fully_shard(layer)  # a unit per Linear, as the C++ sharded runtime's
+    fully_shard(model)
+    opt = torch.optim.Adam(model.parameters(), foreach=True)
+    g = torch.Generator().manual_seed(1)
+    rows = slice(rank * 32, (rank + 1) * 32)
+
+    def step():
+        x = torch.randn(64, WIDTHS[0], generator=g)[rows].pin_memory().to(device, non_blocking=True)
+        y = torch.randn(64, WIDTHS[-1], generator=g)[rows].pin_memory().to(device, non_blocking=True)
+        torch.nn.functional.mse_loss(model(x), y).backward()
+        opt.step()
+        opt.zero_grad()
+
+    step()  # the first step sets FSDP's state up lazily: not measured
+    with harness_sim.count() as c:
+        for _ in range(3):
+            with c.step():
+                step()
+    return figures(c, c.steps)
+
+
+def test_torch_fsdp2_against_the_cpp_sharded_runtime(bench):
+    """torch's FSDP2 (fully_shard per Linear, reshard after forward) on 2 sim ranks against the
+    C++ sharded runtime's training steps (sharded_setup), per rank and step: every unit gathered
+    for forward and again for backward, its gradient reduce-scattered."""
+    torch_rank0, torch_rank1 = ranks.run(_fsdp2)
+    cpp = _bench(bench, "--scenario", "sharded_setup", "--variant", "meta_init")
+    step = cpp["rank0/meta_init"]["per_step"]
+    units = len(WIDTHS) - 1
+    for f in (torch_rank0, torch_rank1):
+        assert f["collectives"]["all_gather"][0] == 2 * units == step["collective.all_gather.count"]
+        assert f["collectives"]["reduce_scatter"][0] == units == step[
+            "collective.reduce_scatter.count"]
+        assert f["syncs"] == 0 == step["sync.count"]  # every collective wait is device-side
+
+
 # --- ZeRO ---------------------------------------------------------------------------------------
 def _zero(rank, world):
     from torch.distributed.optim import ZeroRedundancyOptimizer
