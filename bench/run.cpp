@@ -296,9 +296,14 @@ ExitCode run_bench(const BenchOptions& o) {
     report.warnings.push_back(crowded + " (the scenarios on ranks; bench compare: inconclusive)");
   }
 
+  // An output written to stdout (`-o -`) has stdout to itself: the table and gate lines go to
+  // stderr then.
+  const bool stdout_taken = o.json_out == "-" || o.markdown_out == "-" || o.html_out == "-" ||
+                            o.trace_out == "-" || o.gbench_out == "-";
+  std::ostream& console = stdout_taken ? std::cerr : std::cout;
   MultiReporter reporters;
   if (leader) {
-    reporters.add(std::make_unique<ConsoleReporter>(std::cout, o.phases));
+    reporters.add(std::make_unique<ConsoleReporter>(console, o.phases));
     if (!o.json_out.empty()) reporters.add(std::make_unique<JsonReporter>(o.json_out));
     if (!o.markdown_out.empty()) reporters.add(std::make_unique<MarkdownReporter>(o.markdown_out));
   }
@@ -398,7 +403,7 @@ ExitCode run_bench(const BenchOptions& o) {
   std::vector<GateOutcome> outcomes;
   for (const GateFile& gate : gates) {
     outcomes.push_back(evaluate_gate(gate, report, baseline ? &*baseline : nullptr));
-    std::cout << format_gate_outcome(outcomes.back(), o.strict);
+    console << format_gate_outcome(outcomes.back(), o.strict);
     gates_passed = gates_passed && outcomes.back().passed(o.strict);
   }
   if (!o.html_out.empty()) {  // after the gates, whose outcomes it shows

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <set>
@@ -273,6 +274,9 @@ GateFile parse_gate_text(const std::string& text, const std::string& source) {
 GateFile parse_gate_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot read gate file '" + path + "': " + std::strerror(errno));
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+    throw InputError("cannot read gate file '" + path + "': it is a directory");
+  }
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) throw InputError("cannot read gate file '" + path + "': read error");
   return parse_gate_text(text, path);

@@ -148,6 +148,9 @@ RunReport parse_report_text(const std::string& text, const std::string& source) 
 RunReport read_report_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError("cannot read report '" + path + "': " + std::strerror(errno));
+  if (std::error_code ec; std::filesystem::is_directory(path, ec)) {
+    throw InputError("cannot read report '" + path + "': it is a directory");
+  }
   std::stringstream text;
   text << in.rdbuf();
   if (in.bad()) throw InputError("cannot read report '" + path + "': read error");
@@ -156,18 +159,6 @@ RunReport read_report_file(const std::string& path) {
 
 void write_report_file(const std::string& path, const RunReport& report) {
   write_file_atomically(path, to_json(report).dump(2) + "\n");
-}
-
-void check_writable_destination(const std::string& path, const std::string& flag) {
-  if (path.empty()) return;
-  if (std::filesystem::is_directory(path) || path.back() == '/') {
-    throw InputError(flag + " " + path + ": is a directory; give a file name");
-  }
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty() && !std::filesystem::is_directory(parent)) {
-    throw InputError(flag + " " + path + ": directory " + parent.string() +
-                     " does not exist");
-  }
 }
 
 }  // namespace harness
