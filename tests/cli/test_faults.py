@@ -322,6 +322,58 @@ class Outputs(unittest.TestCase):
         self.assert_bad_input_before_the_run(self.bench("--gate", self.tmp), "is a directory")
 
 
+class Inputs(unittest.TestCase):
+    """Gates, baselines and compared reports: regular files or stdin, read whole up to 256 MiB;
+    anything else is refused at once (exit 2), and so is a JSON object with a repeated key."""
+    GATE = {"gate_version": 1, "rules": [{"scenario": "resume_adam", "variant": "fresh/foreach",
+                                          "metric": "per_step.sync.count", "max": 1000}]}
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="faults-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def bench(self, *args, stdin_text=None):
+        return subprocess.run([BENCH, *args], capture_output=True, text=True, timeout=60,
+                              input=stdin_text,
+                              stdin=subprocess.DEVNULL if stdin_text is None else None,
+                              env=clean_env(self.tmp))
+
+    def run_gate(self, *args, **kwargs):
+        return self.bench("--scenario", "resume_adam", "--device", "sim", "--steps", "1",
+                          "--variant", "fresh/foreach", *args, **kwargs)
+
+    def test_fifo_and_dev_zero_are_refused_at_once(self):
+        fifo = os.path.join(self.tmp, "gate.fifo")
+        os.mkfifo(fifo)  # no writer: reading it would hang
+        for path, kind in [(fifo, "is a FIFO"), ("/dev/zero", "is a character device")]:
+            for args in (("--gate", path), ("--baseline", path)):
+                with self.subTest(args=args):
+                    started = time.time()
+                    r = self.run_gate(*args)
+                    self.assertEqual(r.returncode, 2, r.stderr)
+                    self.assertIn(f"'{path}': {kind}; give a regular file, or - for stdin",
+                                  r.stderr)
+                    self.assertNotIn("[resume_adam", r.stderr)
+                    self.assertLess(time.time() - started, 20)
+            with self.subTest(compare=path):
+                r = self.bench("compare", path, path)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(kind, r.stderr)
+
+    def test_gate_from_stdin(self):
+        r = self.run_gate("--gate", "-", stdin_text=json.dumps(self.GATE))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_duplicate_key_is_bad_input_naming_it(self):
+        text = json.dumps(self.GATE)
+        gate = os.path.join(self.tmp, "gate.json")
+        with open(gate, "w") as f:
+            f.write(text.replace('"max": 1000', '"max": 1000, "max": 0'))
+        r = self.run_gate("--gate", gate)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(f"gate file '{gate}': duplicate key 'max'", r.stderr)
+
+
 class ScratchRemoved(unittest.TestCase, Leftovers):
     def test_scratch_directory_removed_mid_run(self):
         run = Run(self, "--scenario", "resume_adam", "--device", "sim", "--steps", "50",
