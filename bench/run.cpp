@@ -264,7 +264,14 @@ ExitCode run_bench(const BenchOptions& o) {
   if (!rank_env) {
     const int world = scenario_world_size(chosen);
     if (o.nproc > 0 || world > 1) {
-      return launch_local_ranks(without_nproc(o.argv), o.nproc > 0 ? o.nproc : world,
+      const int nproc = o.nproc > 0 ? o.nproc : world;
+      const int devices = runtime::rank_device_count(o.device);
+      if (devices > 0 && nproc > devices) {
+        throw InputError((o.nproc > 0 ? "--nproc " : "the scenarios' ") + std::to_string(nproc) +
+                         " ranks: each rank owns one device and --device " + o.device + " has " +
+                         std::to_string(devices) + " on this host");
+      }
+      return launch_local_ranks(without_nproc(o.argv), nproc,
                                 /*world_from_scenarios=*/o.nproc == 0);
     }
   } else if (o.nproc > 0) {

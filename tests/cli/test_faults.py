@@ -164,6 +164,31 @@ class Interrupts(unittest.TestCase, Leftovers):
         self.assertEqual(run.wait(), 130, run.stderr())
         self.assert_nothing_left(run, ranks)
 
+    def test_ranks_die_with_a_killed_launcher(self):
+        # SIGKILL cannot be caught: the launcher cannot stop its ranks, the kernel does
+        # (PR_SET_PDEATHSIG). Nothing may go on running, nor write a report after the caller saw
+        # 137. (The launcher's own TMPDIR folder is left: nothing runs to remove it.)
+        run, ranks = self.start_ranks()
+        self.addCleanup(lambda: [os.kill(p, signal.SIGKILL) for p in ranks if alive(p)])
+        run.proc.kill()
+        self.assertEqual(run.wait(), -signal.SIGKILL)
+        deadline = time.time() + 10
+        while any(alive(p) for p in ranks) and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual([p for p in ranks if alive(p)], [], "a rank outlived its launcher")
+        time.sleep(1)
+        self.assertEqual(os.listdir(run.outdir), [], "a report was written after the kill")
+
+    def test_more_ranks_than_sim_devices_is_bad_input_before_any_starts(self):
+        started = time.time()
+        r = subprocess.run([BENCH, "--scenario", "zero_broadcast", "--device", "sim", "--nproc",
+                            "9", "--steps", "1"], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL, env=clean_env(tempfile.gettempdir()))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--nproc 9 ranks: each rank owns one device and --device sim has 8",
+                      r.stderr)
+        self.assertLess(time.time() - started, 5, "ranks were started")
+
     def test_stopped_rank_is_named_and_the_run_ends(self):
         run = Run(self, "--scenario", "zero_broadcast", "--device", "sim", "--nproc", "2",
                   "--steps", "100000", "--timeout", "3")
