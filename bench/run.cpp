@@ -424,6 +424,14 @@ ExitCode run_bench(const BenchOptions& o) {
     write_file_atomically(o.html_out, render_html(page));
   }
 
+  // What was written, as bench compare says it (an output that failed has thrown before this).
+  std::vector<std::string> written;
+  for (const std::string* out : {&o.json_out, &o.markdown_out, &o.html_out, &o.trace_out,
+                                 &o.gbench_out}) {
+    if (!out->empty()) written.push_back(*out == "-" ? "stdout" : *out);
+  }
+  if (!written.empty()) std::cerr << "bench: wrote " << join(written) << "\n";
+
   std::vector<std::string> failed;
   for (const ScenarioResult& s : report.scenarios) {
     for (const VariantResult& v : s.variants) {
