@@ -99,8 +99,8 @@ void write_file_atomically(const std::string& path, std::string_view contents,
 void check_writable_destination(const std::string& path, const std::string& flag) {
   if (path.empty() || path == "-") return;
   auto fail = [&](const std::string& problem) {
-    throw InputError(flag + " " + (path.size() > 200 ? path.substr(0, 200) + "..." : path) +
-                     ": " + problem);
+    throw InputError(flag + " " + (path.size() > 200 ? path.substr(0, 200) + "..." : path) + ": " +
+                     problem);
   };
   if (path.back() == '/') fail("is a directory; give a file name");
   const Destination destination = resolve(path);

@@ -47,10 +47,10 @@ TEST(InputFile, ADuplicateKeyInAGateIsNamed) {
   const std::string rule =
       R"({"scenario": "s", "variant": "v", "metric": "per_step.sync.count", "max": 1)";
   // The same key in two sibling objects is fine.
-  EXPECT_EQ(parse_gate_text(R"({"gate_version": 1, "rules": [)" + rule + "}, " + rule + "}]}",
-                            "g.json")
-                .rules.size(),
-            2u);
+  EXPECT_EQ(
+      parse_gate_text(R"({"gate_version": 1, "rules": [)" + rule + "}, " + rule + "}]}", "g.json")
+          .rules.size(),
+      2u);
   EXPECT_CONTAINS(input_error([&] {
                     parse_gate_text(R"({"gate_version": 1, "rules": [)" + rule + R"(, "max": 2}]})",
                                     "g.json");
