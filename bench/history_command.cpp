@@ -1,10 +1,9 @@
 #include "bench/history_command.h"
 
-#include <fstream>
 #include <iostream>
-#include <sstream>
 
 #include "harness/report/history/show.h"
+#include "harness/report/input_file.h"
 #include "harness/report/json_report.h"
 
 namespace harness {
@@ -17,12 +16,9 @@ struct ReadReport {
 };
 
 ReadReport read_report(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot read report '" + path + "'");
-  std::ostringstream text;
-  text << in.rdbuf();
-  ReadReport out{path, parse_report_text(text.str(), path), ""};
-  out.identity = history::report_identity(ReportJson::parse(text.str()).dump());
+  const std::string text = read_input_file(path, "report");
+  ReadReport out{path, parse_report_text(text, path), ""};
+  out.identity = history::report_identity(ReportJson::parse(text).dump());
   return out;
 }
 

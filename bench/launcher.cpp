@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,10 +51,15 @@ std::string describe_status(int status) {
 
 pid_t spawn_rank(const std::vector<std::string>& argv, int rank, int world, int port,
                  bool world_from_scenarios, const std::string& temp_dir) {
+  const pid_t launcher = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
   if (pid > 0) return pid;
-  // Child: the rank's environment, then this same bench binary.
+  // Child: it dies with the launcher (SIGKILL: a launcher killed by SIGKILL, or crashed, must not
+  // leave ranks running that write a report after the caller saw it fail). The signal is kept
+  // across execv; a launcher that died before prctl is seen by getppid().
+  if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != launcher) ::_exit(128 + SIGKILL);
+  // The rank's environment, then this same bench binary.
   ::setenv("RANK", std::to_string(rank).c_str(), 1);
   ::setenv("LOCAL_RANK", std::to_string(rank).c_str(), 1);
   ::setenv("WORLD_SIZE", std::to_string(world).c_str(), 1);

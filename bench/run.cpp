@@ -264,7 +264,14 @@ ExitCode run_bench(const BenchOptions& o) {
   if (!rank_env) {
     const int world = scenario_world_size(chosen);
     if (o.nproc > 0 || world > 1) {
-      return launch_local_ranks(without_nproc(o.argv), o.nproc > 0 ? o.nproc : world,
+      const int nproc = o.nproc > 0 ? o.nproc : world;
+      const int devices = runtime::rank_device_count(o.device);
+      if (devices > 0 && nproc > devices) {
+        throw InputError((o.nproc > 0 ? "--nproc " : "the scenarios' ") + std::to_string(nproc) +
+                         " ranks: each rank owns one device and --device " + o.device + " has " +
+                         std::to_string(devices) + " on this host");
+      }
+      return launch_local_ranks(without_nproc(o.argv), nproc,
                                 /*world_from_scenarios=*/o.nproc == 0);
     }
   } else if (o.nproc > 0) {
@@ -296,9 +303,14 @@ ExitCode run_bench(const BenchOptions& o) {
     report.warnings.push_back(crowded + " (the scenarios on ranks; bench compare: inconclusive)");
   }
 
+  // An output written to stdout (`-o -`) has stdout to itself: the table and gate lines go to
+  // stderr then.
+  const bool stdout_taken = o.json_out == "-" || o.markdown_out == "-" || o.html_out == "-" ||
+                            o.trace_out == "-" || o.gbench_out == "-";
+  std::ostream& console = stdout_taken ? std::cerr : std::cout;
   MultiReporter reporters;
   if (leader) {
-    reporters.add(std::make_unique<ConsoleReporter>(std::cout, o.phases));
+    reporters.add(std::make_unique<ConsoleReporter>(console, o.phases));
     if (!o.json_out.empty()) reporters.add(std::make_unique<JsonReporter>(o.json_out));
     if (!o.markdown_out.empty()) reporters.add(std::make_unique<MarkdownReporter>(o.markdown_out));
   }
@@ -398,7 +410,7 @@ ExitCode run_bench(const BenchOptions& o) {
   std::vector<GateOutcome> outcomes;
   for (const GateFile& gate : gates) {
     outcomes.push_back(evaluate_gate(gate, report, baseline ? &*baseline : nullptr));
-    std::cout << format_gate_outcome(outcomes.back(), o.strict);
+    console << format_gate_outcome(outcomes.back(), o.strict);
     gates_passed = gates_passed && outcomes.back().passed(o.strict);
   }
   if (!o.html_out.empty()) {  // after the gates, whose outcomes it shows
@@ -411,6 +423,14 @@ ExitCode run_bench(const BenchOptions& o) {
     page.strict = o.strict;
     write_file_atomically(o.html_out, render_html(page));
   }
+
+  // What was written, as bench compare says it (an output that failed has thrown before this).
+  std::vector<std::string> written;
+  for (const std::string* out : {&o.json_out, &o.markdown_out, &o.html_out, &o.trace_out,
+                                 &o.gbench_out}) {
+    if (!out->empty()) written.push_back(*out == "-" ? "stdout" : *out);
+  }
+  if (!written.empty()) std::cerr << "bench: wrote " << join(written) << "\n";
 
   std::vector<std::string> failed;
   for (const ScenarioResult& s : report.scenarios) {

@@ -1,14 +1,12 @@
 // Parsing and validating gate files: every problem is an InputError naming the file, the rule and
 // what is wrong with it.
-#include <cerrno>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <iterator>
 #include <set>
 
 #include "harness/errors.h"
 #include "harness/report/gate.h"
+#include "harness/report/input_file.h"
 #include "harness/report/pattern.h"
 
 namespace harness {
@@ -263,19 +261,17 @@ GateFile parse_gate_json(const json& j, const std::string& source) {
 GateFile parse_gate_text(const std::string& text, const std::string& source) {
   json j;
   try {
-    j = json::parse(text);
+    j = parse_json_without_duplicate_keys<json>(text);
   } catch (const json::exception& e) {  // parse errors, and numbers out of range (1e400)
     throw InputError("gate file '" + source + "' is not valid JSON: " + e.what());
+  } catch (const DuplicateKey& e) {
+    throw InputError("gate file '" + source + "': " + e.what() + " in one object");
   }
   return parse_gate_json(j, source);
 }
 
 GateFile parse_gate_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot read gate file '" + path + "': " + std::strerror(errno));
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw InputError("cannot read gate file '" + path + "': read error");
-  return parse_gate_text(text, path);
+  return parse_gate_text(read_input_file(path, "gate file"), path);
 }
 
 }  // namespace harness

@@ -2,15 +2,12 @@
 #include "harness/report/json_report.h"
 
 
-#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "harness/errors.h"
+#include "harness/report/input_file.h"
 
 namespace harness {
 
@@ -138,36 +135,21 @@ ReportJson to_json(const RunReport& report) {
 RunReport parse_report_text(const std::string& text, const std::string& source) {
   ReportJson json;
   try {
-    json = ReportJson::parse(text);
+    json = parse_json_without_duplicate_keys<ReportJson>(text);
   } catch (const ReportJson::exception& e) {  // parse errors, and numbers out of range
     throw InputError("report '" + source + "' is not valid JSON: " + e.what());
+  } catch (const DuplicateKey& e) {
+    throw InputError("report '" + source + "': " + e.what() + " in one object");
   }
   return report_from_json(json, source);
 }
 
 RunReport read_report_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError("cannot read report '" + path + "': " + std::strerror(errno));
-  std::stringstream text;
-  text << in.rdbuf();
-  if (in.bad()) throw InputError("cannot read report '" + path + "': read error");
-  return parse_report_text(text.str(), path);
+  return parse_report_text(read_input_file(path, "report"), path);
 }
 
 void write_report_file(const std::string& path, const RunReport& report) {
   write_file_atomically(path, to_json(report).dump(2) + "\n");
-}
-
-void check_writable_destination(const std::string& path, const std::string& flag) {
-  if (path.empty()) return;
-  if (std::filesystem::is_directory(path) || path.back() == '/') {
-    throw InputError(flag + " " + path + ": is a directory; give a file name");
-  }
-  const std::filesystem::path parent = std::filesystem::path(path).parent_path();
-  if (!parent.empty() && !std::filesystem::is_directory(parent)) {
-    throw InputError(flag + " " + path + ": directory " + parent.string() +
-                     " does not exist");
-  }
 }
 
 }  // namespace harness

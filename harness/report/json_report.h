@@ -43,9 +43,6 @@ RunReport parse_report_text(const std::string& text, const std::string& source);
 // Writes the report as indented JSON, atomically (see write_file_atomically).
 void write_report_file(const std::string& path, const RunReport& report);
 
-// Throws InputError naming `flag` when `path` (non-empty) cannot be an output file: a directory,
-// or in a directory that does not exist. Checked before a run, so that nothing runs in vain.
-void check_writable_destination(const std::string& path, const std::string& flag);
 
 
 

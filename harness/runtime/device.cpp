@@ -85,4 +85,12 @@ DeviceSelection select_device(const std::string& requested) {
   throw InputError("unknown device '" + requested + "' (known: auto, sim, cuda, cpu)");
 }
 
+int rank_device_count(const std::string& requested) {
+  if (requested == "auto") return rank_device_count(cuda_usable() ? "cuda" : "sim");
+  if (requested == "sim") return sim::kDefaultDeviceCount;  // what select_device initialises
+  if (requested == "cpu") return 0;
+  select_device(requested);  // throws for a device that cannot be used, or an unknown name
+  return at::detail::getCUDAHooks().deviceCount();
+}
+
 }  // namespace harness::runtime

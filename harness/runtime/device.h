@@ -20,6 +20,11 @@ struct DeviceSelection {
 // Throws InputError for an unknown name or a device this build or machine cannot use.
 DeviceSelection select_device(const std::string& requested);
 
+// How many ranks on this host can each own a device of `--device requested`: the sim's 8, the
+// GPUs CUDA sees; 0 (no limit) for cpu. Throws InputError as select_device does for a device
+// that cannot be used. Checked by the launcher before it starts ranks.
+int rank_device_count(const std::string& requested);
+
 // Whether LibTorch's CUDA support is loaded (the build links it), GPU or not.
 bool cuda_built();
 // Whether this build can drive CUDA and a GPU is usable.

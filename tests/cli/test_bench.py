@@ -215,6 +215,9 @@ class ResumeAdamRun(unittest.TestCase):
             for value in v["per_step"].values():
                 self.assertTrue(value is None or math.isfinite(value))
 
+    def test_says_what_it_wrote(self):
+        self.assertIn(f"bench: wrote {self.report_path}, {self.md_path}\n", self.result.stderr)
+
     def test_markdown_written(self):
         with open(self.md_path) as f:
             text = f.read()

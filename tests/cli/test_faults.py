@@ -10,10 +10,12 @@ code, no hang, no process left behind and nothing half-written:
 Environment: BENCH (the bench binary), FAIL_IO (the shim), SOURCE_DIR (the repository root).
 """
 import errno
+import json
 import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 import tempfile
 import threading
@@ -162,6 +164,31 @@ class Interrupts(unittest.TestCase, Leftovers):
         self.assertEqual(run.wait(), 130, run.stderr())
         self.assert_nothing_left(run, ranks)
 
+    def test_ranks_die_with_a_killed_launcher(self):
+        # SIGKILL cannot be caught: the launcher cannot stop its ranks, the kernel does
+        # (PR_SET_PDEATHSIG). Nothing may go on running, nor write a report after the caller saw
+        # 137. (The launcher's own TMPDIR folder is left: nothing runs to remove it.)
+        run, ranks = self.start_ranks()
+        self.addCleanup(lambda: [os.kill(p, signal.SIGKILL) for p in ranks if alive(p)])
+        run.proc.kill()
+        self.assertEqual(run.wait(), -signal.SIGKILL)
+        deadline = time.time() + 10
+        while any(alive(p) for p in ranks) and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual([p for p in ranks if alive(p)], [], "a rank outlived its launcher")
+        time.sleep(1)
+        self.assertEqual(os.listdir(run.outdir), [], "a report was written after the kill")
+
+    def test_more_ranks_than_sim_devices_is_bad_input_before_any_starts(self):
+        started = time.time()
+        r = subprocess.run([BENCH, "--scenario", "zero_broadcast", "--device", "sim", "--nproc",
+                            "9", "--steps", "1"], capture_output=True, text=True, timeout=60,
+                           stdin=subprocess.DEVNULL, env=clean_env(tempfile.gettempdir()))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--nproc 9 ranks: each rank owns one device and --device sim has 8",
+                      r.stderr)
+        self.assertLess(time.time() - started, 5, "ranks were started")
+
     def test_stopped_rank_is_named_and_the_run_ends(self):
         run = Run(self, "--scenario", "zero_broadcast", "--device", "sim", "--nproc", "2",
                   "--steps", "100000", "--timeout", "3")
@@ -228,6 +255,148 @@ class Environment(unittest.TestCase):
                     self.assertEqual(r.returncode, 2, r.stderr)
                     self.assertIn(f"cannot create a temporary directory in {tmpdir}", r.stderr)
                     self.assertIn(reason, r.stderr)
+
+
+class Outputs(unittest.TestCase):
+    """Where a report may go: a regular file is replaced atomically, anything else (a device, a
+    FIFO, stdout) is written in place and never replaced; every bad output is bad input (exit 2),
+    found before any scenario runs."""
+    RUN = ("--scenario", "resume_adam", "--device", "sim", "--steps", "1",
+           "--variant", "fresh/foreach")
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="faults-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def bench(self, *args, **kwargs):
+        return subprocess.run([BENCH, *self.RUN, *args], capture_output=True, text=True,
+                              timeout=300, stdin=subprocess.DEVNULL, env=clean_env(self.tmp),
+                              **kwargs)
+
+    def assert_report(self, text):
+        self.assertEqual(json.loads(text)["scenarios"][0]["name"], "resume_adam")
+
+    def test_dev_null_is_written_not_replaced(self):
+        r = self.bench("--out", "/dev/null", "--markdown", "/dev/null")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(stat.S_ISCHR(os.stat("/dev/null").st_mode), "/dev/null was replaced")
+
+    def test_dash_is_stdout_and_the_table_goes_to_stderr(self):
+        r = self.bench("--out", "-")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_report(r.stdout)
+        self.assertIn("fresh/foreach", r.stderr)
+
+    def test_dev_stdout_is_written_in_place(self):
+        r = self.bench("--out", "/dev/stdout")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_report(r.stdout[r.stdout.index("{\n"):])
+
+    def test_fifo_is_written_in_place(self):
+        fifo = os.path.join(self.tmp, "report.fifo")
+        os.mkfifo(fifo)
+        got = []
+
+        def read_fifo():
+            with open(fifo) as f:
+                got.append(f.read())
+
+        reader = threading.Thread(target=read_fifo)
+        reader.start()
+        r = self.bench("--out", fifo)
+        reader.join(timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assert_report(got[0])
+        self.assertTrue(stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced")
+
+    def test_symlink_target_is_replaced_and_the_link_stays(self):
+        for existing in (True, False):
+            with self.subTest(target_exists=existing):
+                target = os.path.join(self.tmp, f"target-{existing}.json")
+                link = os.path.join(self.tmp, f"link-{existing}.json")
+                if existing:
+                    with open(target, "w") as f:
+                        f.write("old")
+                os.symlink(os.path.basename(target), link)  # relative, as ln -s makes them
+                r = self.bench("--out", link)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertTrue(os.path.islink(link), "the symlink was replaced")
+                with open(target) as f:
+                    self.assert_report(f.read())
+                self.assertEqual([f for f in os.listdir(self.tmp) if ".tmp" in f], [])
+
+    def assert_bad_input_before_the_run(self, r, message):
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(message, r.stderr)
+        self.assertNotIn("[resume_adam", r.stderr, "the scenario ran before the check")
+
+    def test_bad_outputs_exit_2_before_the_run(self):
+        long_path = os.path.join(self.tmp, "x" * 5000 + ".json")
+        self.assert_bad_input_before_the_run(self.bench("--out", long_path), "File name too long")
+        self.assert_bad_input_before_the_run(self.bench("--trace", self.tmp), "is a directory")
+        if os.geteuid() == 0:  # root writes into any directory whose file system lets it
+            unwritable = "/sys"
+        else:
+            unwritable = os.path.join(self.tmp, "read-only")
+            os.mkdir(unwritable, 0o555)
+        self.assert_bad_input_before_the_run(
+            self.bench("--markdown", os.path.join(unwritable, "summary.md")),
+            f"cannot create a file in {unwritable}")
+
+    def test_gate_path_that_is_a_directory_is_bad_input(self):
+        self.assert_bad_input_before_the_run(self.bench("--gate", self.tmp), "is a directory")
+
+
+class Inputs(unittest.TestCase):
+    """Gates, baselines and compared reports: regular files or stdin, read whole up to 256 MiB;
+    anything else is refused at once (exit 2), and so is a JSON object with a repeated key."""
+    GATE = {"gate_version": 1, "rules": [{"scenario": "resume_adam", "variant": "fresh/foreach",
+                                          "metric": "per_step.sync.count", "max": 1000}]}
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="faults-")
+        self.addCleanup(shutil.rmtree, self.tmp, True)
+
+    def bench(self, *args, stdin_text=None):
+        return subprocess.run([BENCH, *args], capture_output=True, text=True, timeout=60,
+                              input=stdin_text,
+                              stdin=subprocess.DEVNULL if stdin_text is None else None,
+                              env=clean_env(self.tmp))
+
+    def run_gate(self, *args, **kwargs):
+        return self.bench("--scenario", "resume_adam", "--device", "sim", "--steps", "1",
+                          "--variant", "fresh/foreach", *args, **kwargs)
+
+    def test_fifo_and_dev_zero_are_refused_at_once(self):
+        fifo = os.path.join(self.tmp, "gate.fifo")
+        os.mkfifo(fifo)  # no writer: reading it would hang
+        for path, kind in [(fifo, "is a FIFO"), ("/dev/zero", "is a character device")]:
+            for args in (("--gate", path), ("--baseline", path)):
+                with self.subTest(args=args):
+                    started = time.time()
+                    r = self.run_gate(*args)
+                    self.assertEqual(r.returncode, 2, r.stderr)
+                    self.assertIn(f"'{path}': {kind}; give a regular file, or - for stdin",
+                                  r.stderr)
+                    self.assertNotIn("[resume_adam", r.stderr)
+                    self.assertLess(time.time() - started, 20)
+            with self.subTest(compare=path):
+                r = self.bench("compare", path, path)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(kind, r.stderr)
+
+    def test_gate_from_stdin(self):
+        r = self.run_gate("--gate", "-", stdin_text=json.dumps(self.GATE))
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_duplicate_key_is_bad_input_naming_it(self):
+        text = json.dumps(self.GATE)
+        gate = os.path.join(self.tmp, "gate.json")
+        with open(gate, "w") as f:
+            f.write(text.replace('"max": 1000', '"max": 1000, "max": 0'))
+        r = self.run_gate("--gate", gate)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn(f"gate file '{gate}': duplicate key 'max'", r.stderr)
 
 
 class ScratchRemoved(unittest.TestCase, Leftovers):
