@@ -281,10 +281,12 @@ class QuietOnNoChange(unittest.TestCase):
             r = run("bash", CI_SCRIPT, second, os.path.join(first, "report.json"), env=env)
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
             a, b = (os.path.join(d, "report.json") for d in (first, second))
-            # bench compare with its own defaults (max ratio 1.10), as a user tries it.
-            text = bench("compare", a, b)
+            # bench compare as the CI recipe runs it (max ratio 2.0, above a shared runner's
+            # run-to-run drift: on 2 vCPUs a build on the sibling hyperthread slows a 100 µs step
+            # by 75% without any CPU wait to tell; the default 1.10 is for quiet machines).
+            text = bench("compare", a, b, "--max-ratio", "2.0")
             self.assertEqual(text.returncode, 0, text.stdout + text.stderr)
-            doc = json.loads(bench("compare", a, b, "--format", "json").stdout)
+            doc = json.loads(bench("compare", a, b, "--max-ratio", "2.0", "--format", "json").stdout)
         self.assertFalse(doc["failed"])
         self.assertEqual(doc["tally"]["regression"], 0)
         for row in doc["rows"]:

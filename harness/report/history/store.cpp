@@ -213,10 +213,19 @@ Store::Store(const std::string& path, bool writable) : path_(path) {
   }
   sqlite3_busy_timeout(db_, kBusyTimeoutMs);
   try {
-    // Reads only, until the file is known to be ours.
-    const int64_t app = single_integer("PRAGMA application_id");
-    const int64_t schema = single_integer("PRAGMA user_version");
-    const int64_t objects = single_integer("SELECT count(*) FROM sqlite_schema");
+    // Reads only, until the file is known to be ours; in one read transaction, so that a writer
+    // creating the schema at the same time is seen either not at all or whole.
+    Statement(db_, "BEGIN", path_).run();
+    int64_t app = 0, schema = 0, objects = 0;
+    try {
+      app = single_integer("PRAGMA application_id");
+      schema = single_integer("PRAGMA user_version");
+      objects = single_integer("SELECT count(*) FROM sqlite_schema");
+    } catch (...) {
+      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+      throw;
+    }
+    Statement(db_, "COMMIT", path_).run();
     if (app == 0 && objects == 0) {
       if (!writable) throw InputError("history database '" + path + "' is empty");
       create_schema_if_empty();
