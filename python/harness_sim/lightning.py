@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from lightning.pytorch import Callback
 from lightning.pytorch.accelerators import Accelerator
-from lightning.pytorch.strategies import SingleDeviceStrategy
+from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 
 import harness_sim
 
@@ -114,12 +114,41 @@ class CountingCallback(Callback):
         self.on_train_end(trainer, pl_module)
 
 
+class SimDDPStrategy(DDPStrategy):
+    """Lightning's DDP on sim ranks: ``Trainer(accelerator="sim", devices=2, strategy="ddp_sim")``.
+
+    Lightning's DDPStrategy as it is, with two differences sim needs: the process group has a sim
+    backend beside Gloo (``"cpu:gloo,sim:sim"``: collectives on sim tensors through harness_sim's
+    counting backend, on CPU tensors through Gloo, counted too), and DistributedDataParallel gets
+    no ``device_ids``: with them Lightning 2.6 builds the module inside
+    ``torch.cuda.stream(torch.cuda.Stream())`` (strategies/ddp.py ``_setup_model``), which fails
+    on a machine without CUDA. For a module on one device DDP needs none."""
+
+    strategy_name = "ddp_sim"
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("process_group_backend", "cpu:gloo,sim:sim")
+        super().__init__(**kwargs)
+
+    def determine_ddp_device_ids(self):
+        return None
+
+    @classmethod
+    def register_strategies(cls, strategy_registry: Any) -> None:
+        strategy_registry.register(cls.strategy_name, cls,
+                                   description="DDP on harness_sim's simulated devices")
+
+
 def register_accelerator() -> None:
     """``Trainer(accelerator="sim")`` and ``--trainer.accelerator sim``: SimAccelerator in
-    Lightning's registry (done by ``import harness_sim`` once Lightning is imported)."""
+    Lightning's registry, and ``strategy="ddp_sim"`` (done by ``import harness_sim`` once
+    Lightning is imported)."""
     from lightning.pytorch.accelerators import AcceleratorRegistry
+    from lightning.pytorch.strategies import StrategyRegistry
     if SimAccelerator.name() not in AcceleratorRegistry:
         SimAccelerator.register_accelerators(AcceleratorRegistry)
+    if SimDDPStrategy.strategy_name not in StrategyRegistry:
+        SimDDPStrategy.register_strategies(StrategyRegistry)
 
 
 # Lightning's profiler actions (trainer/call.py) that become phases, by the hook's name.

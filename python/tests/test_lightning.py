@@ -41,3 +41,26 @@ def test_example_prints_the_difference(capsys):
         sys.argv = argv
     out = capsys.readouterr().out
     assert "20 more syncs per step = 2 per parameter tensor per step" in out
+
+
+def test_lightning_ddp_on_two_sim_devices_as_lightning_starts_ranks():
+    """strategy="ddp_sim": Lightning's own DDPStrategy (it starts rank 1 by running the script
+    again) on sim:0 and sim:1, through harness_sim's c10d backend: the replicas end equal, and
+    each rank counts its collectives (one gradient all-reduce per step, with Lightning's own)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "programs",
+                          "lightning_ddp.py")
+    r = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300,
+                       cwd=os.path.dirname(script))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    results = sorted((json.loads(line[len("RESULT "):]) for line in r.stdout.splitlines()
+                      if line.startswith("RESULT ")), key=lambda x: x["rank"])
+    assert [x["rank"] for x in results] == [0, 1]
+    assert [x["device"] for x in results] == ["sim:0", "sim:1"]
+    assert all(x["steps"] == 4 for x in results)
+    assert results[0]["weights"] == results[1]["weights"]  # DDP kept the replicas equal
+    assert results[0]["collectives"] == results[1]["collectives"]
+    assert results[0]["collectives"]["all_reduce"]["count"] >= 4  # a gradient bucket per step
