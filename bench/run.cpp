@@ -312,7 +312,7 @@ ExitCode run_bench(const BenchOptions& o) {
   if (leader) {
     reporters.add(std::make_unique<ConsoleReporter>(console, o.phases));
     if (!o.json_out.empty()) reporters.add(std::make_unique<JsonReporter>(o.json_out));
-    if (!o.markdown_out.empty()) reporters.add(std::make_unique<MarkdownReporter>(o.markdown_out));
+    // The markdown summary is written after the gates, whose outcomes it ends with.
   }
   reporters.on_run_start(report.provenance);
 
@@ -412,6 +412,11 @@ ExitCode run_bench(const BenchOptions& o) {
     outcomes.push_back(evaluate_gate(gate, report, baseline ? &*baseline : nullptr));
     console << format_gate_outcome(outcomes.back(), o.strict);
     gates_passed = gates_passed && outcomes.back().passed(o.strict);
+  }
+  if (!o.markdown_out.empty()) {  // after the gates, whose outcomes it ends with
+    std::string markdown = render_markdown(report);
+    for (const GateOutcome& g : outcomes) markdown += format_gate_outcome_markdown(g, o.strict);
+    write_file_atomically(o.markdown_out, markdown);
   }
   if (!o.html_out.empty()) {  // after the gates, whose outcomes it shows
     HtmlPage page;

@@ -181,21 +181,7 @@ std::string comparison_markdown(const RunComparison& c, bool strict, size_t max_
   for (const std::string& n : c.notes) out += "\n> " + markdown_cell(n) + "\n";
   // What must come last, so that the limit never cuts it.
   std::string tail;
-  for (const GateOutcome& g : c.gates) {
-    tail += "\n### Gate `" + markdown_cell(g.source) + "`: " +
-            (g.passed(strict) ? "passed" : "**FAILED**") + "\n\n";
-    tail += markdown_table_header({"", "scenario", "variant", "metric", "outcome"}, "lllll");
-    for (int failing = 1; failing >= 0; --failing) {  // failing rules first
-      for (const RuleOutcome& o : g.outcomes) {
-        const bool fails = o.status == RuleStatus::Fail ||
-                           (strict && o.status == RuleStatus::Inconclusive);
-        if (fails != (failing == 1)) continue;
-        tail += markdown_table_row({to_string(o.status), o.scenario, o.variant, o.metric,
-                                    o.message + (fails ? " [rule: " + o.rule + "]" : "")},
-                                   5);
-      }
-    }
-  }
+  for (const GateOutcome& g : c.gates) tail += format_gate_outcome_markdown(g, strict);
   const size_t limit = max_bytes > tail.size() + 400 ? max_bytes - tail.size() - 400 : 0;
   size_t dropped = 0;
   auto add_rows = [&](bool want_changed) {

@@ -97,5 +97,8 @@ GateOutcome evaluate_gate(const GateFile& gate, const RunReport& report, const R
 // One aligned line per outcome ("FAIL  scenario  variant  metric  actual ..."), then the summary
 // line "gate: 3 passed, 1 failed, 0 skipped" (and why the gate failed when nothing was evaluated).
 std::string format_gate_outcome(const GateOutcome& outcome, bool strict = false);
+// The same as a markdown section (a heading and a table, failing rules first), as the markdown
+// summaries of bench and bench compare end.
+std::string format_gate_outcome_markdown(const GateOutcome& outcome, bool strict = false);
 
 }  // namespace harness

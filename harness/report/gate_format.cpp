@@ -1,4 +1,5 @@
 // The human form of a gate outcome, as bench prints it after the run.
+#include "harness/report/format.h"
 #include "harness/report/gate.h"
 #include "harness/report/text_table.h"
 
@@ -26,6 +27,23 @@ std::string format_gate_outcome(const GateOutcome& outcome, bool strict) {
         "gate: FAILED: no rule was evaluated (every rule was skipped); check the scenario and "
         "variant names in " +
         outcome.source + "\n";
+  }
+  return out;
+}
+
+std::string format_gate_outcome_markdown(const GateOutcome& outcome, bool strict) {
+  std::string out = "\n### Gate `" + markdown_cell(outcome.source) + "`: " +
+                    (outcome.passed(strict) ? "passed" : "**FAILED**") + "\n\n";
+  out += markdown_table_header({"", "scenario", "variant", "metric", "outcome"}, "lllll");
+  for (int failing = 1; failing >= 0; --failing) {  // failing rules first
+    for (const RuleOutcome& o : outcome.outcomes) {
+      const bool fails =
+          o.status == RuleStatus::Fail || (strict && o.status == RuleStatus::Inconclusive);
+      if (fails != (failing == 1)) continue;
+      out += markdown_table_row({to_string(o.status), o.scenario, o.variant, o.metric,
+                                 o.message + (fails ? " [rule: " + o.rule + "]" : "")},
+                                5);
+    }
   }
   return out;
 }

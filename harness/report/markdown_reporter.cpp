@@ -1,4 +1,5 @@
-// MarkdownReporter: a summary for pull-request comments and CI job summaries.
+// render_markdown: the run as a summary for pull-request comments and CI job summaries (bench
+// --markdown writes it with the gates' outcomes after it).
 #include <sstream>
 
 #include "harness/report/format.h"
@@ -67,12 +68,6 @@ std::string render_markdown(const RunReport& report) {
   for (const auto& w : report.warnings) out << "\n> **Warning:** " << w << "\n";
   for (const auto& s : report.scenarios) write_scenario(out, s);
   return out.str();
-}
-
-MarkdownReporter::MarkdownReporter(std::string path) : path_(std::move(path)) {}
-
-void MarkdownReporter::on_run_done(const RunReport& report) {
-  write_file_atomically(path_, render_markdown(report));
 }
 
 }  // namespace harness

@@ -67,16 +67,8 @@ class JsonReporter : public Reporter {
 
 // Writes a markdown summary to `path`, atomically, when the run is done: provenance, warnings and a
 // table per scenario (for pull-request comments and CI job summaries).
-class MarkdownReporter : public Reporter {
- public:
-  explicit MarkdownReporter(std::string path);
-  void on_run_done(const RunReport& report) override;
 
- private:
-  std::string path_;
-};
-
-// The markdown text MarkdownReporter writes, for callers that want it without a file.
+// The run as a markdown summary (bench --markdown writes it, with the gates' outcomes after it).
 std::string render_markdown(const RunReport& report);
 
 }  // namespace harness

@@ -222,6 +222,10 @@ class ResumeAdamRun(unittest.TestCase):
         with open(self.md_path) as f:
             text = f.read()
         self.assertIn("resume_move_all/foreach", text)
+        # It ends with the gate's outcomes, as the HTML report shows them.
+        gate = text[text.index("### Gate `"):]
+        self.assertTrue(gate.startswith("### Gate `%s`: passed" % GATE), gate[:200])
+        self.assertIn("| PASS | resume_adam | resume_keep_step/foreach | per_step.d2h.count |", gate)
 
     def test_same_counts_twice(self):
         again_path = os.path.join(self.tmp.name, "again.json")
