@@ -63,6 +63,9 @@ const SyncCase kSyncing[] = {
     {"masked_select", [](Inputs& in) { (void)in.values.masked_select(in.mask); }, 1,
      "aten::masked_select", 4},
     {"boolean_index", [](Inputs& in) { (void)in.values.index({in.mask}); }, 1, "aten::index", 4},
+    {"host_long_index",  // CUDA copies a host index tensor to the device, blocking
+     [](Inputs& in) { (void)in.values.index({at::tensor({0, 2}, at::kLong)}); }, 1, "aten::index",
+     0},
     {"where_cond", [](Inputs& in) { (void)at::where(in.mask); }, 1, "aten::nonzero", 4},
     {"argwhere", [](Inputs& in) { (void)at::argwhere(in.values); }, 1, "aten::nonzero", 4},
     {"index_put_mask_device_value", [](Inputs& in) { in.values.index_put_({in.mask}, in.ones3); },
