@@ -102,6 +102,22 @@ ShardedModel::ShardedModel(Communicator& comm, std::vector<FlatUnit> units,
     : comm_(comm), units_(std::move(units)), modules_(std::move(modules)) {
   TORCH_CHECK(!modules_.empty() && modules_.front().empty(),
               "a sharded model's module names start with the root's (\"\")");
+  // The Sequential's name: the parent of the first layer's ("layers" of "layers.0").
+  for (const std::string& name : modules_) {
+    const size_t dot = name.rfind('.');
+    if (dot != std::string::npos && name.substr(dot + 1) == "0") {
+      layers_name_ = name.substr(0, dot);
+      break;
+    }
+  }
+  // The modules a forward enters before the layers, outermost first: the root, then down to the
+  // layers' Sequential.
+  for (const std::string& name : modules_) {
+    if (name.empty() || layers_name_ == name ||
+        layers_name_.compare(0, name.size() + 1, name + ".") == 0) {
+      outer_modules_.push_back(name);
+    }
+  }
 }
 
 std::vector<at::Tensor> ShardedModel::shards() {
@@ -133,8 +149,8 @@ void ShardedModel::remove_hook(uint64_t id) {
 
 void ShardedModel::run_hooks(HookKind kind, const std::string& module, FlatUnit* unit,
                              bool wrap) {
-  // A copy: a hook may not change the registry, but the list must not move under the loop.
-  for (const ModuleHook& hook : std::vector<ModuleHook>(hooks_)) {
+  // What a hook does (fetch, release) never registers or removes hooks: no copy of the list.
+  for (const ModuleHook& hook : hooks_) {
     if (hook.kind != kind || hook.module != module) continue;
     ++hook_calls_;
     hook.engine->run_hook(kind, unit, wrap);
@@ -145,16 +161,6 @@ at::Tensor ShardedModel::forward(torch::nn::Sequential& layers, const at::Tensor
   TORCH_CHECK(!hooks_.empty(), "a sharded module runs only under an engine (none is set up)");
   // An eval forward is a whole step: the engine's prefetch wraps around to the first unit.
   const bool wrap = !layers->is_training();
-  // The modules the forward enters, outermost first: the root, then down to the layers'
-  // Sequential (the modules of the tree that are not its layers).
-  const std::string layers_name = layers_module_name();
-  std::vector<const std::string*> outer;
-  for (const std::string& name : modules_) {
-    if (name.empty() || layers_name == name ||
-        layers_name.compare(0, name.size() + 1, name + ".") == 0) {
-      outer.push_back(&name);
-    }
-  }
   const auto enter = [&](const std::string& module, FlatUnit* unit) {
     run_hooks(HookKind::FetchBeforeForward, module, unit, wrap);
     run_hooks(HookKind::AttachPostBackward, module, unit, wrap);
@@ -164,32 +170,23 @@ at::Tensor ShardedModel::forward(torch::nn::Sequential& layers, const at::Tensor
     run_hooks(HookKind::AttachPreBackward, module, unit, wrap);
   };
   run_hooks(HookKind::StartOfForward, "", nullptr, wrap);
-  for (const std::string* module : outer) enter(*module, nullptr);
+  for (const std::string& module : outer_modules_) enter(module, nullptr);
   at::Tensor x = input;
   size_t next = 0;
   size_t index = 0;
   for (auto it = layers->begin(); it != layers->end(); ++it, ++index) {
     FlatUnit* unit =
         next < units_.size() && units_[next].layer_index == index ? &units_[next++] : nullptr;
-    const std::string layer = layers_name.empty() ? std::to_string(index)
-                                                  : layers_name + "." + std::to_string(index);
+    const std::string layer = layers_name_.empty() ? std::to_string(index)
+                                                   : layers_name_ + "." + std::to_string(index);
     enter(layer, unit);
     x = unit == nullptr ? it->forward<at::Tensor>(x)
                         : ShardedLinearFn::apply(x, unit->shard, reinterpret_cast<int64_t>(unit),
                                                  reinterpret_cast<int64_t>(this));
     leave(layer, unit);
   }
-  for (auto it = outer.rbegin(); it != outer.rend(); ++it) leave(**it, nullptr);
+  for (auto it = outer_modules_.rbegin(); it != outer_modules_.rend(); ++it) leave(*it, nullptr);
   return x;
-}
-
-std::string ShardedModel::layers_module_name() const {
-  // The Sequential's name: the parent of the first layer's ("layers" of "layers.0").
-  for (const std::string& name : modules_) {
-    const size_t dot = name.rfind('.');
-    if (dot != std::string::npos && name.substr(dot + 1) == "0") return name.substr(0, dot);
-  }
-  return "";
 }
 
 // ----- ShardedEngine --------------------------------------------------------------------------

@@ -116,14 +116,14 @@ class ShardedModel final : public LayerRunner {
   ShardedEngine* active_engine() const { return hooks_.empty() ? nullptr : hooks_.back().engine; }
 
  private:
-  // The name of the layers' Sequential in the module's tree ("" when it is the root).
-  std::string layers_module_name() const;
   // Runs the hooks of `kind` on `module` (what each does: ShardedEngine::run_hook).
   void run_hooks(HookKind kind, const std::string& module, FlatUnit* unit, bool wrap);
 
   Communicator& comm_;
   std::vector<FlatUnit> units_;
   std::vector<std::string> modules_;
+  std::string layers_name_;                  // the layers' Sequential ("" when it is the root)
+  std::vector<std::string> outer_modules_;   // the root down to that Sequential
   GatherRegistry registry_;
   std::vector<ModuleHook> hooks_;  // in registration order (the order they run in)
   uint64_t next_hook_id_ = 1;
