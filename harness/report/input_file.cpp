@@ -1,6 +1,7 @@
 #include "harness/report/input_file.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstring>
 
 #include "harness/errors.h"
+#include "harness/interrupt.h"
 
 namespace harness {
 namespace {
@@ -55,6 +57,14 @@ std::string read_input_file(const std::string& path, const std::string& what, si
   std::string text;
   char buffer[1 << 16];
   for (;;) {
+    // A blocking read restarts after a stop signal (SA_RESTART), so a read from a pipe or terminal
+    // that never ends would keep bench waiting: wait in short polls and stop at a stop signal.
+    if (from_stdin) {
+      pollfd ready{in.fd, POLLIN, 0};
+      const int r = ::poll(&ready, 1, 100);
+      throw_if_stopped();
+      if (r == 0 || (r < 0 && errno == EINTR)) continue;
+    }
     const ssize_t n = ::read(in.fd, buffer, sizeof buffer);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) fail(std::strerror(errno));

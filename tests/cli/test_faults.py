@@ -167,15 +167,20 @@ class Interrupts(unittest.TestCase, Leftovers):
     def test_ranks_die_with_a_killed_launcher(self):
         # SIGKILL cannot be caught: the launcher cannot stop its ranks, the kernel does
         # (PR_SET_PDEATHSIG). Nothing may go on running, nor write a report after the caller saw
-        # 137. (The launcher's own TMPDIR folder is left: nothing runs to remove it.)
+        # 137, and the ranks' TMPDIR folder is removed by the launcher's detached remover.
         run, ranks = self.start_ranks()
         self.addCleanup(lambda: [os.kill(p, signal.SIGKILL) for p in ranks if alive(p)])
+        self.assertTrue(os.listdir(run.tmpdir), "the ranks' TMPDIR folder is not where expected")
         run.proc.kill()
         self.assertEqual(run.wait(), -signal.SIGKILL)
         deadline = time.time() + 10
         while any(alive(p) for p in ranks) and time.time() < deadline:
             time.sleep(0.05)
         self.assertEqual([p for p in ranks if alive(p)], [], "a rank outlived its launcher")
+        deadline = time.time() + 10
+        while os.listdir(run.tmpdir) and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(os.listdir(run.tmpdir), [], "the ranks' TMPDIR folder was left behind")
         time.sleep(1)
         self.assertEqual(os.listdir(run.outdir), [], "a report was written after the kill")
 
@@ -388,6 +393,29 @@ class Inputs(unittest.TestCase):
     def test_gate_from_stdin(self):
         r = self.run_gate("--gate", "-", stdin_text=json.dumps(self.GATE))
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_waiting_on_stdin_ends_at_the_first_sigterm(self):
+        # A gate read from a pipe that is never closed: one SIGTERM ends the wait (a blocking
+        # read would restart after the handler and wait on).
+        tmp = tempfile.mkdtemp(prefix="faults-stdin-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        proc = subprocess.Popen([BENCH, "--scenario", "resume_adam", "--device", "sim",
+                                 "--gate", "-", "--out", os.path.join(tmp, "r.json")],
+                                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.PIPE, env=clean_env(tmp))
+        self.addCleanup(lambda: proc.poll() is None and proc.kill())
+        self.addCleanup(proc.stdin.close)
+        self.addCleanup(proc.stderr.close)
+        proc.stdin.write(b'{"gates": [')  # a start, and then nothing more
+        proc.stdin.flush()
+        time.sleep(1.5)
+        self.assertIsNone(proc.poll(), "bench did not wait for the rest of stdin")
+        sent = time.time()
+        proc.send_signal(signal.SIGTERM)
+        self.assertEqual(proc.wait(timeout=20), 143)
+        self.assertLess(time.time() - sent, 5, "the first SIGTERM did not end the read")
+        self.assertIn("interrupted by SIGTERM", proc.stderr.read().decode())
+        self.assertEqual(os.listdir(tmp), [], "something was written")
 
     def test_duplicate_key_is_bad_input_naming_it(self):
         text = json.dumps(self.GATE)
