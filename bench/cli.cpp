@@ -73,6 +73,10 @@ void define_flags(CLI::App& app, BenchOptions& o) {
   app.add_flag("--instrument-overhead", o.run.instrument_overhead,
                "Run every second measured step with the instrument off and report both step "
                "times and their ratio (counts then cover the instrumented steps only)");
+  app.add_flag("--nvtx-only", o.nvtx_only,
+               "Count nothing and leave CUPTI to the profiler this runs under (nsys profile): "
+               "phases, variants and steps are still NVTX ranges; counts are reported as null")
+      ->excludes("--instrument-overhead");
   app.add_flag("-l,--list", o.list, "List scenarios and their variants");
   app.add_flag("--phases", o.phases,
                "Also show, per variant, each phase's counts per step and median host time");

@@ -15,6 +15,8 @@
 #include "bench/git_info.h"
 #include "bench/launcher.h"
 #include "bench/temp_dir.h"
+#include "harness/instrument/instrument.h"
+#include "harness/instrument/phase.h"
 #include "harness/interrupt.h"
 #include "harness/report/gate.h"
 #include "harness/report/gbench_json.h"
@@ -282,7 +284,12 @@ ExitCode run_bench(const BenchOptions& o) {
   const bool leader = !rank_env || rank_env->is_leader();
 
   const runtime::DeviceSelection device = runtime::select_device(o.device);
-  const std::unique_ptr<Instrument> instrument = make_instrument(device.kind);
+  if (o.nvtx_only && !phases_are_nvtx_ranges()) {
+    throw InputError("--nvtx-only: this build has no NVTX (configure it where the nvtx3 headers "
+                     "are: a CUDA toolkit, or scripts/setup.sh fetches them)");
+  }
+  const std::unique_ptr<Instrument> instrument =
+      make_instrument(device.kind, o.nvtx_only ? CountingMode::NvtxOnly : CountingMode::On);
   std::unique_ptr<runtime::Communicator> comm;
   if (rank_env) {
     comm = runtime::connect(*rank_env, device,

@@ -24,6 +24,7 @@ struct BenchOptions {
   bool list = false;
   bool phases = false;   // --phases: the console also shows each variant's phases
   bool strict = false;   // --strict: an inconclusive statistical rule fails its gate
+  bool nvtx_only = false;  // --nvtx-only: no counting, CUPTI left alone; NVTX ranges only
   int nproc = 0;         // --nproc: local ranks to start (0: the scenarios' default)
   int timeout_s = 300;   // --timeout: rendezvous and collective timeout of each rank
   std::vector<std::string> argv;

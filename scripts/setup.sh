@@ -105,6 +105,43 @@ if [ -n "$(missing_libs)" ]; then
   die "LibTorch's CPU library at $libtorch misses the shared libraries above"
 fi
 
+# NVTX (header-only): bench's phases, variants and steps are NVTX ranges for Nsight Systems, on sim
+# and cpu too. A CUDA toolkit has the nvtx3 headers; elsewhere they come from the nvidia-nvtx wheel
+# (the version torch 2.11.0 pins) into $cache/nvidia/cu13/include, about 200 KB.
+nvtx_include=$cache/nvidia/cu13/include
+nvtx_args=()
+toolkit_has_nvtx() {
+  local d
+  for d in "${CUDA_HOME:-}" "${CUDA_PATH:-}" /usr/local/cuda /usr; do
+    [ -n "$d" ] && [ -f "$d/include/nvtx3/nvToolsExt.h" ] && return 0
+  done
+  return 1
+}
+case "${HARNESS_CMAKE_ARGS:-}" in *HARNESS_WITH_NVTX=OFF*) nvtx_wanted=0 ;; *) nvtx_wanted=1 ;; esac
+if [ "$nvtx_wanted" = 1 ] && ! toolkit_has_nvtx; then
+  if [ ! -f "$nvtx_include/nvtx3/nvToolsExt.h" ]; then
+    as_root mkdir -p "$cache"
+    exec 9>"$cache/.nvtx.lock"
+    flock 9
+    if [ ! -f "$nvtx_include/nvtx3/nvToolsExt.h" ]; then
+      say "fetching the NVTX headers (nvidia-nvtx 13.0.85) from PyPI into $nvtx_include (no CUDA toolkit here)"
+      tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
+      trap 'rm -rf "$tmp"' EXIT
+      python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
+        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 'nvidia-nvtx==13.0.85' \
+        -d "$tmp" || die "pip could not download nvidia-nvtx 13.0.85"
+      (cd "$tmp" && unzip -q -o nvidia_nvtx-*.whl 'nvidia/cu13/include/nvtx3/*') ||
+        die "the nvidia-nvtx wheel holds no nvidia/cu13/include/nvtx3"
+      mkdir -p "$nvtx_include"
+      rm -rf "$nvtx_include/nvtx3"
+      mv "$tmp/nvidia/cu13/include/nvtx3" "$nvtx_include/nvtx3"
+      rm -rf "$tmp"; trap - EXIT
+    fi
+    exec 9>&-
+  fi
+  nvtx_args=(-DHARNESS_NVTX_INCLUDE_DIR="$nvtx_include")
+fi
+
 # --- 4. Configure and build ---------------------------------------------------------------------
 export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache}
 export CCACHE_BASEDIR=$repo
@@ -114,7 +151,8 @@ as_root mkdir -p "$CCACHE_DIR" 2>/dev/null || true
 if [ ! -f "$build_dir/build.ninja" ]; then
   say "configuring $build_dir ($build_type)"
   cmake -S "$repo" -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE="$build_type" \
-    -DLIBTORCH_ROOT="$libtorch" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache ${HARNESS_CMAKE_ARGS:-} >/dev/null ||
+    -DLIBTORCH_ROOT="$libtorch" -DCMAKE_CXX_COMPILER_LAUNCHER=ccache "${nvtx_args[@]}" \
+    ${HARNESS_CMAKE_ARGS:-} >/dev/null ||
     die "cmake configure failed"
 fi
 [ "${HARNESS_SKIP_BUILD:-0}" = 1 ] && exit 0  # configure only (scripts/fuzz.sh builds its targets)

@@ -42,11 +42,13 @@ class DispatcherInstrument final : public Instrument {
   std::optional<ScopedCollection> scope_;
 };
 
+// Counts nothing, and says why: its counts are reported as null.
 class UnavailableInstrument final : public Instrument {
  public:
-  explicit UnavailableInstrument(std::string why) : why_(std::move(why)) {}
-  std::string name() const override { return "cupti"; }
-  std::string status() const override { return "unavailable: " + why_; }
+  UnavailableInstrument(std::string name, std::string status)
+      : name_(std::move(name)), status_(std::move(status)) {}
+  std::string name() const override { return name_; }
+  std::string status() const override { return status_; }
   bool available() const override { return false; }
   bool measures_launches() const override { return false; }
   void start() override {}
@@ -54,10 +56,15 @@ class UnavailableInstrument final : public Instrument {
   Counts take() override { return {}; }
 
  private:
-  std::string why_;
+  std::string name_;
+  std::string status_;
 };
 
-std::unique_ptr<Instrument> make_event_instrument(runtime::DeviceKind kind) {
+std::unique_ptr<Instrument> make_event_instrument(runtime::DeviceKind kind, CountingMode counting) {
+  if (counting == CountingMode::NvtxOnly) {
+    return std::make_unique<UnavailableInstrument>(
+        "none", "off: --nvtx-only (CUPTI is left to the profiler; phases are still NVTX ranges)");
+  }
   switch (kind) {
     case runtime::DeviceKind::Sim: return std::make_unique<DispatcherInstrument>(true);
     case runtime::DeviceKind::Cpu: return std::make_unique<DispatcherInstrument>(false);
@@ -66,7 +73,8 @@ std::unique_ptr<Instrument> make_event_instrument(runtime::DeviceKind kind) {
 #if HARNESS_HAVE_CUPTI
   return cupti::make_cupti_instrument();
 #else
-  return std::make_unique<UnavailableInstrument>("this build has no CUPTI collector");
+  return std::make_unique<UnavailableInstrument>("cupti",
+                                                 "unavailable: this build has no CUPTI collector");
 #endif
 }
 
@@ -86,9 +94,10 @@ std::unique_ptr<MemorySource> device_memory_source(runtime::DeviceKind kind) {
 
 }  // namespace
 
-std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind) {
+std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind, CountingMode counting) {
   memory::install_host_counting();  // before the workload's first CPU tensor
-  return with_memory(make_event_instrument(kind), device_memory_source(kind), host_memory_source());
+  return with_memory(make_event_instrument(kind, counting), device_memory_source(kind),
+                     host_memory_source());
 }
 
 }  // namespace harness

@@ -55,7 +55,12 @@ class Instrument {
   virtual Counts take() = 0;
 };
 
-std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind);
+// CountingMode::NvtxOnly (bench --nvtx-only) leaves CUPTI alone for a profiler that wants it (nsys):
+// nothing is counted (counts are null, never zeros) and phases stay NVTX ranges.
+enum class CountingMode { On, NvtxOnly };
+
+std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind,
+                                            CountingMode counting = CountingMode::On);
 
 // RAII: instrument.start() ... instrument.stop().
 class Counting {

@@ -6,6 +6,7 @@ Checks, on sim: every range is pushed and popped in balance on its thread, in th
 domain; one range per variant ("<scenario>/<variant>"), one per measured step ("step N") inside
 it, and the phases nested inside the steps."""
 import collections
+import json
 import os
 import subprocess
 import tempfile
@@ -71,6 +72,31 @@ class NvtxRanges(unittest.TestCase):
                 self.assertIn((variant, step, "train.step", "optimizer.step"), paths)
         # Nothing of a step outside its variant's range.
         self.assertFalse([p for p in paths if p[0].startswith("step ")])
+
+    def test_nvtx_only_emits_the_ranges_and_counts_nothing(self):
+        # Under `nsys profile`, --nvtx-only leaves CUPTI to nsys: the same ranges, counts null.
+        with tempfile.TemporaryDirectory() as tmp:
+            report = os.path.join(tmp, "r.json")
+            r, calls = record("--scenario", "resume_adam", "--device", "sim", "--variant",
+                              "fresh/forloop", "--steps", "2", "--quiet", "--nvtx-only",
+                              "--out", report)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(report) as f:
+                doc = json.load(f)
+        paths = [path for _, path in ranges(calls)]
+        self.assertIn(("resume_adam/fresh/forloop", "step 3", "train.step", "optimizer.step"), paths)
+        self.assertEqual(doc["provenance"]["instrument"], "none")
+        self.assertTrue(doc["provenance"]["instrument_status"].startswith("off: --nvtx-only"))
+        variant = doc["scenarios"][0]["variants"][0]
+        for figure in ("sync.count", "h2d.count", "d2h.count", "launch.count"):
+            self.assertIsNone(variant["per_step"][figure], figure)
+        self.assertIn("counts are null", r.stdout + r.stderr)
+
+    def test_nvtx_only_and_instrument_overhead_exclude_each_other(self):
+        r = subprocess.run([BENCH, "--nvtx-only", "--instrument-overhead"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("excludes", r.stderr)
 
 
 if __name__ == "__main__":

@@ -684,5 +684,20 @@ TEST(CuptiInstrument, SubscribeFailuresAreNamedNeverSilent) {
             "unavailable: cuptiSubscribe: CUPTI_ERROR_NOT_INITIALIZED");
 }
 
+// The name cuptiSubscribe_v2 reports for the holder wins over the environment's guess; older
+// CUPTI's MAX_LIMIT_REACHED for a second subscriber is the same case; the status says what to do.
+TEST(CuptiInstrument, TheHolderCuptiNamesIsReported) {
+  ::setenv("NSYS_PROFILING_SESSION_ID", "7", 1);
+  const std::string named = subscribe_failure_status(
+      CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, "", "CUPTI for Nsight Systems 2026.1");
+  ::unsetenv("NSYS_PROFILING_SESSION_ID");
+  EXPECT_EQ(named.rfind("degraded: CUPTI is held by CUPTI for Nsight Systems 2026.1;", 0), 0u)
+      << named;
+  EXPECT_NE(named.find("--nvtx-only"), std::string::npos) << named;
+  const std::string old_cupti =
+      subscribe_failure_status(CUPTI_ERROR_MAX_LIMIT_REACHED, "CUPTI_ERROR_MAX_LIMIT_REACHED", "");
+  EXPECT_EQ(old_cupti.rfind("degraded: CUPTI is held by ", 0), 0u) << old_cupti;
+}
+
 }  // namespace
 }  // namespace harness::cupti

@@ -113,12 +113,38 @@ void add_collectives(Counts& into, const Counts& host) {
   }
 }
 
+// cuptiSubscribe_v2 where the headers have it (CUDA 12.9+): the subscriber is named ("CUPTI for
+// harness bench" in other tools' messages), and a refusal names the tool that holds CUPTI. From
+// CUPTI 13.3 it also asks for multi-subscriber mode, so that bench counts beside nsys or
+// torch.profiler instead of giving up (not tried on a GPU yet: no 13.3 toolkit here).
+CUptiResult subscribe(CUpti_SubscriberHandle* handle, std::string* holder) {
+#ifdef CUpti_SubscriberParams_STRUCT_SIZE
+  char old_name[CUPTI_OLD_SUBSCRIBER_NAME_MIN_LEN * 2] = {};
+  CUpti_SubscriberParams params{};
+  params.structSize = CUpti_SubscriberParams_STRUCT_SIZE;
+  params.subscriberName = "harness bench";
+  params.oldSubscriberName = old_name;
+  params.oldSubscriberSize = sizeof old_name;
+#if CUPTI_API_VERSION >= 130300
+  params.allowMultipleSubscribers = 1;
+#endif
+  const CUptiResult r = cuptiSubscribe_v2(handle, &on_callback, nullptr, &params);
+  old_name[sizeof old_name - 1] = '\0';
+  *holder = old_name;
+  return r;
+#else
+  holder->clear();
+  return cuptiSubscribe(handle, &on_callback, nullptr);
+#endif
+}
+
 class CuptiInstrument final : public Instrument, public PhaseListener {
  public:
   CuptiInstrument() {
-    CUptiResult r = cuptiSubscribe(&subscriber_, &on_callback, nullptr);
+    std::string holder;
+    CUptiResult r = subscribe(&subscriber_, &holder);
     if (r != CUPTI_SUCCESS) {
-      status_ = subscribe_failure_status(r, cupti_message(r));
+      status_ = subscribe_failure_status(r, cupti_message(r), holder);
       return;
     }
     if (cuptiActivityRegisterTimestampCallback(&trace_timestamp) != CUPTI_SUCCESS) {
@@ -263,13 +289,17 @@ std::string other_subscriber() {
   return "another profiler (nsys, ncu, torch.profiler / kineto)";
 }
 
-std::string subscribe_failure_status(CUptiResult result, const std::string& cupti_text) {
-  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
-    return "degraded: CUPTI is held by " + other_subscriber() +
+std::string subscribe_failure_status(CUptiResult result, const std::string& cupti_text,
+                                     const std::string& holder) {
+  // 39 from CUPTI 11.x on; older CUPTI said MAX_LIMIT_REACHED for a second subscriber.
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED ||
+      result == CUPTI_ERROR_MAX_LIMIT_REACHED) {
+    return "degraded: CUPTI is held by " + (holder.empty() ? other_subscriber() : holder) +
            (phases_are_nvtx_ranges()
                 ? "; phases are still NVTX ranges, counts are not measured"
                 : "; counts are not measured (this build has no NVTX: phases are not ranges "
-                  "either)");
+                  "either)") +
+           "; run bench with --nvtx-only under a profiler that needs CUPTI";
   }
   return "unavailable: cuptiSubscribe: " + cupti_text;
 }

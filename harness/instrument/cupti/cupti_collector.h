@@ -16,7 +16,9 @@ std::unique_ptr<Instrument> make_cupti_instrument();
 
 // The instrument's status when cuptiSubscribe fails with `result` (CUPTI's own text for it):
 // "degraded: CUPTI is held by <who>; ..." when another tool holds CUPTI, else "unavailable: ...".
-std::string subscribe_failure_status(CUptiResult result, const std::string& cupti_text);
+// <who> is `holder`, the name cuptiSubscribe_v2 reported, or else other_subscriber()'s guess.
+std::string subscribe_failure_status(CUptiResult result, const std::string& cupti_text,
+                                     const std::string& holder = "");
 // Which profiler most likely holds CUPTI, from the environment it leaves.
 std::string other_subscriber();
 
