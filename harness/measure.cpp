@@ -83,6 +83,24 @@ void PhaseClock::end_step() noexcept {
   }
 }
 
+std::map<std::string, size_t> PhaseClock::sample_counts() const {
+  std::map<std::string, size_t> counts;
+  for (const auto& [phase, samples] : samples_) counts[phase] = samples.size();
+  return counts;
+}
+
+void PhaseClock::truncate(const std::map<std::string, size_t>& counts) {
+  for (auto it = samples_.begin(); it != samples_.end();) {
+    const auto kept = counts.find(it->first);
+    if (kept == counts.end() || kept->second == 0) {
+      it = samples_.erase(it);
+      continue;
+    }
+    if (it->second.size() > kept->second) it->second.resize(kept->second);
+    ++it;
+  }
+}
+
 void PhaseClock::on_phase_begin(const char* name) noexcept {
   try {
     open_.emplace_back(name, std::chrono::steady_clock::now());

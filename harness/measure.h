@@ -33,6 +33,9 @@ class PhaseClock final : public PhaseListener {
   void on_phase_end(const char* name) noexcept override;
   // Per phase: one sample (ns) per step it occurred in.
   const std::map<std::string, std::vector<int64_t>>& samples() const { return samples_; }
+  // How many samples each phase has now; truncate() drops the samples taken since.
+  std::map<std::string, size_t> sample_counts() const;
+  void truncate(const std::map<std::string, size_t>& counts);
 
  private:
   bool listening_ = false;

@@ -143,6 +143,21 @@ void CountSession::end_step() {
   in_step_ = false;
 }
 
+void CountSession::mark() {
+  if (active_) throw std::logic_error("mark() while the session counts: stop it first");
+  mark_ = Mark{counts_, frames_, step_ns_.size(), phase_clock_.sample_counts()};
+}
+
+void CountSession::rewind() {
+  if (active_) throw std::logic_error("rewind() while the session counts: stop it first");
+  if (!mark_) throw std::logic_error("rewind() without a mark()");
+  counts_ = mark_->counts;
+  frames_ = mark_->frames;
+  step_ns_.resize(mark_->steps);
+  step_cpu_ns_.resize(mark_->steps);
+  phase_clock_.truncate(mark_->phase_samples);
+}
+
 VariantResult CountSession::variant(const std::string& name,
                                     const std::map<std::string, std::string>& axes) const {
   VariantResult r;

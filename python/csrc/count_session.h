@@ -44,6 +44,14 @@ class CountSession {
   void begin_step();
   void end_step();
 
+  // mark() remembers the session as it stands (stopped); rewind() brings it back to the mark,
+  // dropping what was counted since: `run` marks at each step's end, so what follows the last
+  // step is left out of the report without writing one at every step. rewind() without a mark
+  // is an error.
+  void mark();
+  void rewind();
+  bool marked() const { return mark_.has_value(); }
+
   // Everything counted so far (the with-block, steps or not).
   const Counts& counts() const { return counts_; }
   int64_t steps() const { return static_cast<int64_t>(step_ns_.size()); }
@@ -66,6 +74,13 @@ class CountSession {
   int64_t step_started_cpu_ns_ = 0;
   std::vector<int64_t> step_ns_, step_cpu_ns_;
   std::optional<NvtxRange> step_range_;  // "step N" while a c.step() runs
+  struct Mark {
+    Counts counts;
+    std::map<SyncSiteKey, std::map<std::string, int64_t>> frames;
+    size_t steps = 0;
+    std::map<std::string, size_t> phase_samples;
+  };
+  std::optional<Mark> mark_;
 };
 
 // The phase stack as Python sees it: enter and exit in strict LIFO order (a `with` block), names

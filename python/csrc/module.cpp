@@ -189,6 +189,9 @@ PYBIND11_MODULE(_C, m) {
       .def("begin_step", &CountSession::begin_step)
       .def("end_step", &CountSession::end_step)
       .def_property_readonly("active", &CountSession::active)
+      .def("mark", &CountSession::mark)
+      .def("rewind", &CountSession::rewind)
+      .def_property_readonly("marked", &CountSession::marked)
       .def("counts", &counts_dict);
 
   m.def("write_report", &write_report, py::arg("path"), py::arg("provenance"),

@@ -133,8 +133,6 @@ def main(argv: list[str]) -> int:
     out = args.out
     workdir = tempfile.mkdtemp(prefix="harness_sim_run.")
     report_path = out or os.path.join(workdir, "report.json")
-    snapshot = os.path.join(os.path.dirname(os.path.abspath(report_path)),
-                            f".{os.path.basename(report_path)}.{os.getpid()}.tmp")
     config = {"program": script or f"-m {module}", "args": " ".join(program_args),
               "steps_from": args.steps_from, "skip_steps": str(args.skip_steps),
               "as_cuda": str(args.as_cuda).lower()}
@@ -158,7 +156,7 @@ def main(argv: list[str]) -> int:
                                     f"python -m harness_sim run: {cfg['program']}", window, cfg,
                                     [(n, {}, s) for n, s in variants])
 
-    windows = StepWindows(args.skip_steps, write, snapshot)
+    windows = StepWindows(args.skip_steps, write)
     phases = RangePhases()
     cuda = None
     hooks = []
@@ -223,7 +221,6 @@ def main(argv: list[str]) -> int:
         signal.signal(signal.SIGTERM, old_term)
 
     if status != EXIT_OK:
-        windows.discard()
         shutil.rmtree(workdir, ignore_errors=True)
         return status
     try:

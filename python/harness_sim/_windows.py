@@ -4,14 +4,14 @@ boundaries, and phases from the program's own ranges (record_function, NVTX).
 The instrument keeps counts in a session until the session stops, and a stop adds everything
 since its start. A step's window runs from the end of the previous step to the end of this one,
 so what follows the last step looks like the start of another window until the program ends.
-``StepWindows`` therefore writes the report at every counted step's end, from the sessions as
-they stand then (the steps counted so far and what came before them), and keeps the last one:
-what follows the last step is never in a report's per-step figures. It is counted all the same
-(``after`` below) and shown in the program's total on the console.
+``StepWindows`` therefore marks the steps' session at every counted step's end
+(``CountSession.mark()``, a copy of its counts) and, when the program ends, rewinds it to the last
+mark: what follows the last step is never in a report's per-step figures. It is counted all the
+same (``after`` below) and shown in the program's total on the console. The report is written
+once, at the end.
 """
 from __future__ import annotations
 
-import os
 import threading
 from typing import Callable
 
@@ -35,16 +35,14 @@ class StepWindows:
     and the ``skip`` warm-up steps). ``steps``: the windows of the counted steps, each from the
     end of the previous step (or the start) to the end of this one. ``after``: what follows the
     last step. ``boundary()`` is called at the end of every step (an ``optimizer.step()``, or a
-    Lightning training batch); ``snapshot(path)`` writes the report as of the last boundary."""
+    Lightning training batch); ``write_final(path)`` writes the report as of the last one."""
 
-    def __init__(self, skip: int, write: Callable[[str, list], None], snapshot_path: str):
+    def __init__(self, skip: int, write: Callable[[str, list], None]):
         if skip < 0:
             raise ValueError("--skip-steps must be >= 0")
         self.skip = skip
         self.seen = 0  # step boundaries the program reached
         self._write = write
-        self._snapshot = snapshot_path
-        self._snapshot_written = False
         self.before = _C.CountSession()
         self.steps = _C.CountSession()
         self._at_last_boundary: dict | None = None  # steps' counts at the last counted boundary
@@ -73,9 +71,7 @@ class StepWindows:
             return
         self.steps.end_step()
         self.steps.stop()
-        self._at_last_boundary = self.steps.counts()
-        self._write(self._snapshot, [("before_steps", self.before), ("steps", self.steps)])
-        self._snapshot_written = True
+        self.steps.mark()
         self._open_window()
 
     @property
@@ -92,17 +88,20 @@ class StepWindows:
             self.before.stop()
         if self.steps.active:
             self.steps.stop()
-        if self._at_last_boundary is None:
+        if not self.steps.marked:
             self.after = self.steps.counts() if self.seen >= self.skip else None
         else:
-            self.after = _subtract(self.steps.counts(), self._at_last_boundary)
+            now = self.steps.counts()
+            self.steps.rewind()
+            self._at_last_boundary = self.steps.counts()
+            self.after = _subtract(now, self._at_last_boundary)
 
     def write_final(self, path: str) -> None:
-        """Moves the report as of the last counted step to ``path`` (atomically). With no step
+        """Writes the report as of the last counted step to ``path`` (atomically). With no step
         counted there are no per-step figures: the report has what ran, as ``before_steps``
         (with --skip-steps) and ``after_steps`` (from the end of the last warm-up step)."""
-        if self._snapshot_written:
-            os.replace(self._snapshot, path)
+        if self.steps.marked:
+            self._write(path, [("before_steps", self.before), ("steps", self.steps)])
             return
         variants = []
         if self.skip > 0:
@@ -110,10 +109,6 @@ class StepWindows:
         if self.seen >= self.skip:
             variants.append(("after_steps", self.steps))
         self._write(path, variants)
-
-    def discard(self) -> None:
-        if self._snapshot_written and os.path.exists(self._snapshot):
-            os.unlink(self._snapshot)
 
     def figures(self) -> dict:
         """before / steps / after / total as console figures (None where nothing ran)."""

@@ -145,3 +145,37 @@ def test_version_and_check_still_work():
     done = subprocess.run([sys.executable, "-m", "harness_sim", "--version", "--check"],
                           capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.rstrip().endswith("ok")
+
+
+def test_a_session_rewinds_to_its_mark():
+    # run's step windows: marked at each step's end, rewound when the program ends, so what
+    # followed the last step is in no per-step figure (and no report is written per step).
+    import torch
+    import harness_sim  # noqa: F401
+    from harness_sim import _C
+
+    s = _C.CountSession()
+    x = torch.ones(4, device="sim")
+    s.start()
+    s.begin_step()
+    (x * 2).sum().item()  # a launch or two, one sync
+    s.end_step()
+    s.stop()
+    s.mark()
+    at_mark = s.counts()
+    s.start()
+    s.begin_step()
+    x.cpu()
+    x.nonzero()
+    s.end_step()
+    s.stop()
+    assert s.counts()["total"]["syncs"] > at_mark["total"]["syncs"]
+    assert s.counts()["steps"] == 2
+    s.rewind()
+    assert s.counts() == at_mark
+    with pytest.raises(RuntimeError, match="stop it first"):
+        s.start()
+        s.mark()
+    s.stop()
+    with pytest.raises(RuntimeError, match="without a mark"):
+        _C.CountSession().rewind()
