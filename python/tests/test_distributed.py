@@ -39,6 +39,31 @@ def figures(c: harness_sim.Counts, steps: int = 1) -> dict:
             "stream_waits": t["stream_waits"] / steps}
 
 
+# --- ReduceOp.AVG of integers, as NCCL computes it -----------------------------------------------
+def _average(rank, world):
+    ints = torch.tensor([3 + 2 * rank, -5 - rank, 7], device=f"sim:{rank}")  # int64
+    with harness_sim.count() as c:
+        dist.all_reduce(ints, op=dist.ReduceOp.AVG)
+    floats = torch.tensor([1.0 + rank], device=f"sim:{rank}")
+    dist.all_reduce(floats, op=dist.ReduceOp.AVG)
+    work = dist.all_reduce(torch.full((2,), 5 + rank, device=f"sim:{rank}"),
+                           op=dist.ReduceOp.AVG, async_op=True)
+    return (ints.cpu().tolist(), str(ints.dtype), floats.cpu().tolist(),
+            work.get_future().wait()[0].cpu().tolist(),
+            {k: v["count"] for k, v in c.collectives.items()})
+
+
+def test_integer_average_is_the_truncated_mean_as_on_nccl():
+    # Gloo's AVG fails on integer tensors; NCCL's ncclAvg sums and divides (integer division).
+    # Lightning's sync_dist=True reduces its int64 batch sizes this way on any backend but "gloo".
+    for ints, dtype, floats, future, collectives in ranks.run(_average):
+        assert ints == [int((3 + 5) / 2), int((-5 - 6) / 2), 7]  # [4, -5, 7]: toward zero
+        assert dtype == "torch.int64"
+        assert floats == [1.5]
+        assert future == [5, 5]  # (5 + 6) / 2 truncated, through the work's future
+        assert collectives == {"all_reduce": 1}
+
+
 # --- waits for collectives, as NCCL has them ----------------------------------------------------
 def _waits(rank, world):
     x = torch.ones(4, device=f"sim:{rank}")

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -48,6 +50,18 @@ WaitKind wait_kind_of(const std::vector<at::Tensor>& tensors) {
   return WaitKind::Host;
 }
 
+// What a collective still does to its result once the inner backend is done, where Gloo's result
+// is not NCCL's (an integer average: NCCL sums and divides in one kernel, Gloo's AVG divides by a
+// float and fails on integer tensors). Done once, by whoever sees the completion first: a wait,
+// the future's callback, or the work's destructor.
+struct Completion {
+  std::once_flag once;
+  std::function<void()> finish;
+  void run() {
+    if (finish) std::call_once(once, finish);
+  }
+};
+
 // The inner backend's work, with the wait counted; keeps the aliases alive until it is done.
 // Its future (getFuture) completes when the inner work does, holding `results`: the caller's
 // tensors (the sim tensors, not their host aliases), on their device, as a ProcessGroupNCCL
@@ -56,19 +70,23 @@ WaitKind wait_kind_of(const std::vector<at::Tensor>& tensors) {
 class CountedWork final : public c10d::Work {
  public:
   CountedWork(c10::intrusive_ptr<c10d::Work> inner, const char* op, WaitKind kind,
-              std::vector<at::Tensor> keep_alive, std::vector<at::Tensor> results)
+              std::vector<at::Tensor> keep_alive, std::vector<at::Tensor> results,
+              std::function<void()> finish)
       : inner_(std::move(inner)),
         op_(op),
         kind_(kind),
         keep_alive_(std::move(keep_alive)),
-        results_(std::move(results)) {}
+        results_(std::move(results)),
+        completion_(std::make_shared<Completion>()) {
+    completion_->finish = std::move(finish);
+  }
   // A work dropped without a wait (a prefetch left in flight by a stage that failed) is still
   // settled here, so that its memory is not freed later on Gloo's thread, in whatever phase runs
   // then (engine_reuse's next variant had a device peak that varied from run to run).
   ~CountedWork() override {
     if (waited_) return;
     try {
-      inner_->wait(kSettleTimeout);
+      if (inner_->wait(kSettleTimeout)) completion_->run();
     } catch (...) {  // timed out (a peer that never joins) or failed: nothing to free it here
       return;
     }
@@ -80,6 +98,7 @@ class CountedWork final : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override {
     const int64_t begin = events::begin_time();
     const bool done = inner_->wait(timeout);
+    if (done) completion_->run();
     const int64_t waited = events::elapsed_since(begin);
     switch (kind_) {
       case WaitKind::Device: events::record_collective_wait(op_, waited); break;
@@ -115,12 +134,13 @@ class CountedWork final : public c10d::Work {
     // tensors; an error is passed on as it is.
     c10::weak_intrusive_ptr<c10::ivalue::Future> weak(future_);
     inner_->getFuture()->addCallback(
-        [weak, results = results_](c10::ivalue::Future& inner) {
+        [weak, results = results_, completion = completion_](c10::ivalue::Future& inner) {
           auto future = weak.lock();
           if (!future) return;
           if (inner.hasError()) {
             future->setError(inner.exception_ptr());
           } else {
+            completion->run();
             future->markCompleted(c10::IValue(c10::List<at::Tensor>(results)));
           }
         });
@@ -148,6 +168,7 @@ class CountedWork final : public c10d::Work {
   WaitKind kind_;
   std::vector<at::Tensor> keep_alive_;
   std::vector<at::Tensor> results_;
+  std::shared_ptr<Completion> completion_;
   std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   bool waited_ = false;
@@ -156,10 +177,11 @@ class CountedWork final : public c10d::Work {
 c10::intrusive_ptr<c10d::Work> counted(c10::intrusive_ptr<c10d::Work> work, const char* op,
                                        int64_t bytes, WaitKind kind,
                                        std::vector<at::Tensor> keep_alive,
-                                       std::vector<at::Tensor> results) {
+                                       std::vector<at::Tensor> results,
+                                       std::function<void()> finish = nullptr) {
   events::record_collective(op, bytes);
   return c10::make_intrusive<CountedWork>(std::move(work), op, kind, std::move(keep_alive),
-                                          std::move(results));
+                                          std::move(results), std::move(finish));
 }
 
 }  // namespace
@@ -182,9 +204,23 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::broadcast(std::vector<at::Tensor
 c10::intrusive_ptr<c10d::Work> CountingBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
   std::vector<at::Tensor> inner = for_inner(tensors);
-  auto work = inner_->allreduce(inner, opts);
+  // ReduceOp.AVG of integers, as NCCL does it: the sum divided by the ranks, truncated (Gloo's
+  // AVG divides by a float and fails: "result type Float can't be cast to ... Long"). Lightning
+  // reduces its integer batch sizes this way for sync_dist=True on any backend not named "gloo".
+  c10d::AllreduceOptions inner_opts = opts;
+  std::function<void()> finish;
+  const bool integral = std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) {
+    return at::isIntegralType(t.scalar_type(), /*includeBool=*/true);
+  });
+  if (opts.reduceOp == c10d::ReduceOp::AVG && integral) {
+    inner_opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
+    finish = [inner, ranks = getSize()]() mutable {
+      for (at::Tensor& t : inner) t.div_(ranks, "trunc");
+    };
+  }
+  auto work = inner_->allreduce(inner, inner_opts);
   return counted(std::move(work), "all_reduce", payload_bytes(tensors), wait_kind_of(tensors),
-                 std::move(inner), tensors);
+                 std::move(inner), tensors, std::move(finish));
 }
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::allgather(
