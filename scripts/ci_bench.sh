@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# What a CI job runs (README, "In CI"): every scenario with its gates, the reports for the job's
+# What a CI job runs (docs/ci.md, "In CI"): every scenario with its gates, the reports for the job's
 # artifacts, and -- given the base branch's report -- `bench compare` into the job summary.
 #
 #   scripts/ci_bench.sh OUT_DIR [BASE_REPORT]
@@ -17,7 +17,7 @@
 # Environment: BENCH (the bench binary; default: scripts/bench.sh, which sets up and builds),
 #   HARNESS_CI_SCENARIOS (default: all), HARNESS_CI_DEVICE (default: sim),
 #   HARNESS_CI_STEPS (default: 20, enough for the time test's 10 samples a side),
-#   HARNESS_MAX_RATIO (default: 2.0, above this machine's run-to-run drift; see README),
+#   HARNESS_MAX_RATIO (default: 2.0, above this machine's run-to-run drift; see docs/ci.md),
 #   HARNESS_CI_HISTORY (default: none), HARNESS_CI_BRANCH (default: none),
 #   HARNESS_CI_SINCE (default: 5: a regression starting in the newest 5 runs fails the check).
 set -euo pipefail

@@ -271,7 +271,7 @@ std::vector<EnvironmentDifference> environment_differences(const Provenance& b,
 }
 
 // A machine that is slower (or faster) for a whole run shifts every step of it, which the U test
-// sees as significant (README: run-to-run drift). So a time verdict stands only where the variant
+// sees as significant (docs/ci.md: run-to-run drift). So a time verdict stands only where the variant
 // moved beyond max_ratio against its scenario's median move too: rows [begin, end) of one
 // scenario, per series, where at least kShiftVariants variants have a ratio. A verdict that only
 // follows the scenario's move becomes inconclusive: drift, or a change that moved every variant,

@@ -199,7 +199,7 @@ def pathlib_of(module):
 
 
 # The hidden syncs people hunt with torch.cuda.set_sync_debug_mode, as user code writes them: each
-# blocks the host on CUDA (PyTorch 2.11's sources; README, "Host syncs inside ops"), so each syncs
+# blocks the host on CUDA (PyTorch 2.11's sources; docs/counting.md, "Host syncs inside ops"), so each syncs
 # on sim as often as there (once; repeat_interleave twice: the check of the repeats and the output
 # size), attributed to the op whose CUDA kernel reads the device value back.
 HIDDEN_SYNCS = {

@@ -165,7 +165,7 @@ def test_torch_ddp_against_the_cpp_data_parallel_runtime(bench):
     assert torch_rank0["collectives"]["all_reduce"] == (step["collective.all_reduce.count"],
                                                         step["collective.all_reduce.bytes"])
     assert torch_rank0["d2d"] == step["d2d.count"]  # the bucket copied back into the gradients
-    # Launches by op differ by design of the C++ runtime (README, "Parity with the real
+    # Launches by op differ by design of the C++ runtime (docs/python.md, "Parity with the real
     # libraries"): torch's reducer fills each bucket slot with mul_out(grad, 1/world) (one
     # aten::mul per gradient); the runtime concatenates (aten::cat) and scales once.
     assert torch_rank0["launches_by_op"]["aten::mul"] == len(WIDTHS[1:]) * 2

@@ -15,7 +15,7 @@
 //   - explicit device / stream / event synchronizes are syncs;
 //   - mixing sim tensors of two devices, or a sim tensor with a CPU tensor that is not a 0-dim
 //     scalar, is an error, as on CUDA.
-// See DESIGN.md, "The counting contract", and README "How it works".
+// See DESIGN.md, "The counting contract", and docs/how-it-works.md.
 #include <c10/core/Device.h>
 
 #include "harness/instrument/memory_ledger.h"

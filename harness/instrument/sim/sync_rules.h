@@ -12,7 +12,7 @@
 // whose code reaches a syncing op through the dispatcher on device tensors (item, is_nonzero,
 // allclose, where(cond), argwhere, nonzero_numpy, masked_fill.Tensor, ctc_loss with device
 // lengths), need none: the sim counts the op they reach. The list, with the source of each rule, is the
-// README's counting contract.
+// the counting contract in docs/counting.md.
 #include <ATen/core/function_schema.h>
 #include <ATen/core/ivalue.h>
 
