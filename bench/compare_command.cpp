@@ -2,10 +2,10 @@
 
 #include <iostream>
 
-#include "harness/report/gate.h"
-#include "harness/report/html_report.h"
-#include "harness/report/json_report.h"
-#include "harness/report/run_compare.h"
+#include "harness/report/gates/gate.h"
+#include "harness/report/html/html_report.h"
+#include "harness/report/io/json_report.h"
+#include "harness/report/compare/run_compare.h"
 
 namespace harness {
 

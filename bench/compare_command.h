@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "harness/errors.h"
-#include "harness/report/statistics.h"
+#include "harness/report/compare/statistics.h"
 
 namespace harness {
 

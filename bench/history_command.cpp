@@ -3,8 +3,8 @@
 #include <iostream>
 
 #include "harness/report/history/show.h"
-#include "harness/report/input_file.h"
-#include "harness/report/json_report.h"
+#include "harness/report/io/input_file.h"
+#include "harness/report/io/json_report.h"
 
 namespace harness {
 namespace {

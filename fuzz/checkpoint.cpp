@@ -4,7 +4,7 @@
 
 #include "fuzz/fuzz_target.h"
 #include "harness/errors.h"
-#include "harness/runtime/checkpoint.h"
+#include "harness/runtime/checkpoint/checkpoint.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace harness;

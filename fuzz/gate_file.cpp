@@ -1,7 +1,7 @@
 // Gate files (--gate): JSON text to GateFile, then evaluated on an empty report.
 #include "fuzz/fuzz_target.h"
 #include "harness/errors.h"
-#include "harness/report/gate.h"
+#include "harness/report/gates/gate.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace harness;

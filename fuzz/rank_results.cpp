@@ -4,8 +4,8 @@
 
 #include "fuzz/fuzz_target.h"
 #include "harness/errors.h"
-#include "harness/report/json_report.h"
-#include "harness/report/rank_merge.h"
+#include "harness/report/io/json_report.h"
+#include "harness/report/model/rank_merge.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace harness;

@@ -2,9 +2,9 @@
 // survive being written again, compared with itself and used as a gate's baseline.
 #include "fuzz/fuzz_target.h"
 #include "harness/errors.h"
-#include "harness/report/gate.h"
-#include "harness/report/json_report.h"
-#include "harness/report/run_compare.h"
+#include "harness/report/gates/gate.h"
+#include "harness/report/io/json_report.h"
+#include "harness/report/compare/run_compare.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace harness;

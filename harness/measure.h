@@ -17,7 +17,7 @@
 
 #include "harness/instrument/instrument.h"
 #include "harness/instrument/phase.h"
-#include "harness/report/result.h"
+#include "harness/report/model/result.h"
 #include "harness/runtime/trainer.h"
 
 namespace harness {

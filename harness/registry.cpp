@@ -1,7 +1,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "harness/report/pattern.h"
+#include "harness/report/model/pattern.h"
 #include "harness/scenario.h"
 
 namespace harness {

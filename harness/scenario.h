@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "harness/instrument/instrument.h"
-#include "harness/report/result.h"
+#include "harness/report/model/result.h"
 #include "harness/runtime/device.h"
 
 namespace harness::runtime {

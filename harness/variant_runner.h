@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/report/result.h"
+#include "harness/report/model/result.h"
 #include "harness/scenario.h"
 
 namespace harness {

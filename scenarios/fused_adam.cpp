@@ -20,7 +20,7 @@
 #include "harness/instrument/phase.h"
 #include "harness/interrupt.h"
 #include "harness/measure.h"
-#include "harness/report/format.h"
+#include "harness/report/text/format.h"
 #include "harness/runtime/compare.h"
 #include "harness/variant_runner.h"
 #include "scenarios/presets.h"

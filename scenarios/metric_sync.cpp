@@ -14,10 +14,10 @@
 
 #include "harness/errors.h"
 #include "harness/measure.h"
-#include "harness/runtime/checkpoint.h"
-#include "harness/runtime/data_parallel.h"
+#include "harness/runtime/checkpoint/checkpoint.h"
+#include "harness/runtime/parallel/data_parallel.h"
 #include "harness/runtime/mlp.h"
-#include "harness/runtime/sharded_strategy.h"
+#include "harness/runtime/sharded/sharded_strategy.h"
 #include "harness/runtime/trainer.h"
 #include "harness/variant_runner.h"
 #include "scenarios/presets.h"

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "harness/runtime/compare.h"
-#include "harness/report/format.h"
+#include "harness/report/text/format.h"
 #include "harness/scenario.h"
 #include "harness/variant_runner.h"
 #include "scenarios/presets.h"

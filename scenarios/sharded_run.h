@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "harness/instrument/counts.h"
-#include "harness/report/result.h"
+#include "harness/report/model/result.h"
 #include "harness/runtime/mlp.h"
-#include "harness/runtime/sharded_strategy.h"
+#include "harness/runtime/sharded/sharded_strategy.h"
 #include "harness/runtime/trainer.h"
 #include "harness/scenario.h"
 #include "scenarios/presets.h"

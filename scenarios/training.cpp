@@ -3,7 +3,7 @@
 #include <stdexcept>
 
 #include "harness/measure.h"
-#include "harness/runtime/checkpoint.h"
+#include "harness/runtime/checkpoint/checkpoint.h"
 #include "harness/runtime/mlp.h"
 #include "harness/runtime/trainer.h"
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "harness/report/result.h"
-#include "harness/runtime/adam.h"
+#include "harness/report/model/result.h"
+#include "harness/runtime/optim/adam.h"
 #include "harness/runtime/strategy.h"
 #include "harness/scenario.h"
 #include "scenarios/presets.h"

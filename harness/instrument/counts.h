@@ -7,7 +7,7 @@
 #include <tuple>
 #include <vector>
 
-#include "harness/report/result.h"
+#include "harness/report/model/result.h"
 
 namespace harness {
 

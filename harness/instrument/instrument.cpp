@@ -60,15 +60,15 @@ class UnavailableInstrument final : public Instrument {
   std::string status_;
 };
 
-std::unique_ptr<Instrument> make_event_instrument(runtime::DeviceKind kind, CountingMode counting) {
+std::unique_ptr<Instrument> make_event_instrument(DeviceKind kind, CountingMode counting) {
   if (counting == CountingMode::NvtxOnly) {
     return std::make_unique<UnavailableInstrument>(
         "none", "off: --nvtx-only (CUPTI is left to the profiler; phases are still NVTX ranges)");
   }
   switch (kind) {
-    case runtime::DeviceKind::Sim: return std::make_unique<DispatcherInstrument>(true);
-    case runtime::DeviceKind::Cpu: return std::make_unique<DispatcherInstrument>(false);
-    case runtime::DeviceKind::Cuda: break;
+    case DeviceKind::Sim: return std::make_unique<DispatcherInstrument>(true);
+    case DeviceKind::Cpu: return std::make_unique<DispatcherInstrument>(false);
+    case DeviceKind::Cuda: break;
   }
 #if HARNESS_HAVE_CUPTI
   return cupti::make_cupti_instrument();
@@ -79,11 +79,11 @@ std::unique_ptr<Instrument> make_event_instrument(runtime::DeviceKind kind, Coun
 }
 
 // The device's memory: none on cpu (memory.* are null there).
-std::unique_ptr<MemorySource> device_memory_source(runtime::DeviceKind kind) {
+std::unique_ptr<MemorySource> device_memory_source(DeviceKind kind) {
   switch (kind) {
-    case runtime::DeviceKind::Sim: return sim_memory_source();
-    case runtime::DeviceKind::Cpu: return nullptr;
-    case runtime::DeviceKind::Cuda: break;
+    case DeviceKind::Sim: return sim_memory_source();
+    case DeviceKind::Cpu: return nullptr;
+    case DeviceKind::Cuda: break;
   }
 #if HARNESS_HAVE_CUDA
   return cuda_memory_source();
@@ -94,7 +94,7 @@ std::unique_ptr<MemorySource> device_memory_source(runtime::DeviceKind kind) {
 
 }  // namespace
 
-std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind, CountingMode counting) {
+std::unique_ptr<Instrument> make_instrument(DeviceKind kind, CountingMode counting) {
   memory::install_host_counting();  // before the workload's first CPU tensor
   return with_memory(make_event_instrument(kind, counting), device_memory_source(kind),
                      host_memory_source());

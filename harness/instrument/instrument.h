@@ -14,7 +14,7 @@
 
 #include "harness/instrument/collector.h"
 #include "harness/instrument/trace.h"
-#include "harness/runtime/device.h"
+#include "harness/device_kind.h"
 
 namespace harness {
 
@@ -59,7 +59,7 @@ class Instrument {
 // nothing is counted (counts are null, never zeros) and phases stay NVTX ranges.
 enum class CountingMode { On, NvtxOnly };
 
-std::unique_ptr<Instrument> make_instrument(runtime::DeviceKind kind,
+std::unique_ptr<Instrument> make_instrument(DeviceKind kind,
                                             CountingMode counting = CountingMode::On);
 
 // RAII: instrument.start() ... instrument.stop().

@@ -33,15 +33,6 @@ std::string describe_gpu(int count) {
 
 }  // namespace
 
-const char* to_string(DeviceKind kind) {
-  switch (kind) {
-    case DeviceKind::Sim: return "sim";
-    case DeviceKind::Cuda: return "cuda";
-    case DeviceKind::Cpu: return "cpu";
-  }
-  return "?";
-}
-
 c10::Device DeviceSelection::device(int rank) const {
   switch (kind) {
     case DeviceKind::Sim: return sim::device(rank);

@@ -4,10 +4,12 @@
 
 #include <string>
 
+#include "harness/device_kind.h"
+
 namespace harness::runtime {
 
-enum class DeviceKind { Sim, Cuda, Cpu };
-const char* to_string(DeviceKind kind);
+using harness::DeviceKind;
+using harness::to_string;
 
 struct DeviceSelection {
   DeviceKind kind;

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "harness/runtime/adam.h"
+#include "harness/runtime/optim/adam.h"
 #include "harness/runtime/module.h"
 
 namespace harness::runtime {

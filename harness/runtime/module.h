@@ -9,8 +9,8 @@
 #include <memory>
 #include <vector>
 
-#include "harness/runtime/metric.h"
-#include "harness/runtime/optimizer.h"
+#include "harness/runtime/metrics/metric.h"
+#include "harness/runtime/optim/optimizer.h"
 
 namespace harness::runtime {
 

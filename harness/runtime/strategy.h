@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "harness/runtime/checkpoint.h"
+#include "harness/runtime/checkpoint/checkpoint.h"
 #include "harness/runtime/module.h"
 
 namespace harness::runtime {

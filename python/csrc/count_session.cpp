@@ -93,7 +93,7 @@ std::map<SyncSiteKey, std::map<std::string, int64_t>> SyncFrames::take() {
 }
 
 CountSession::CountSession()
-    : instrument_(make_instrument(runtime::DeviceKind::Sim)),
+    : instrument_(make_instrument(DeviceKind::Sim)),
       live_frames_(std::make_shared<SyncFrames>()) {
   std::weak_ptr<SyncFrames> frames = live_frames_;
   instrument_->observe_syncs([frames](const SyncSiteKey& site) {

@@ -14,7 +14,7 @@
 #include "harness/instrument/counts.h"
 #include "harness/instrument/instrument.h"
 #include "harness/measure.h"
-#include "harness/report/result.h"
+#include "harness/report/model/result.h"
 
 namespace harness::python {
 

@@ -13,7 +13,7 @@
 #include "count_session.h"
 #include "harness/errors.h"
 #include "harness/instrument/sim/sim_device.h"
-#include "harness/report/json_report.h"
+#include "harness/report/io/json_report.h"
 #include "harness/runtime/dist/counting_backend.h"
 
 namespace py = pybind11;

@@ -1,7 +1,7 @@
 // Gate evaluation on the sample report: each rule kind, captures, skips, failures, formatting.
 #include <gtest/gtest.h>
 
-#include "harness/report/gate.h"
+#include "harness/report/gates/gate.h"
 #include "test_support.h"
 
 namespace harness {

@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "harness/report/gate.h"
-#include "harness/report/pattern.h"
+#include "harness/report/gates/gate.h"
+#include "harness/report/model/pattern.h"
 #include "test_support.h"
 
 namespace harness {

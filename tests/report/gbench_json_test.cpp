@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "harness/report/gbench_json.h"
+#include "harness/report/io/gbench_json.h"
 #include "test_support.h"
 
 namespace harness {

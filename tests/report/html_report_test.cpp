@@ -1,7 +1,7 @@
 // The HTML report: well-formed (as XML: every element closed, attributes quoted, text escaped),
 // self-contained, every chart mark of every variant present with the report's values in its data
 // attributes, gates failing first, base and head side by side, and the same bytes on every render.
-#include "harness/report/html_report.h"
+#include "harness/report/html/html_report.h"
 
 #include <gtest/gtest.h>
 
@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "harness/report/gate.h"
-#include "harness/report/run_compare.h"
-#include "harness/report/svg.h"
+#include "harness/report/gates/gate.h"
+#include "harness/report/compare/run_compare.h"
+#include "harness/report/html/svg.h"
 #include "test_support.h"
 
 namespace harness {

@@ -1,12 +1,12 @@
 // Inputs from users: regular files or stdin, bounded in size, JSON without repeated keys.
-#include "harness/report/input_file.h"
+#include "harness/report/io/input_file.h"
 
 #include <sys/stat.h>
 
 #include <chrono>
 
-#include "harness/report/gate.h"
-#include "harness/report/json_report.h"
+#include "harness/report/gates/gate.h"
+#include "harness/report/io/json_report.h"
 #include "test_support.h"
 
 namespace harness {

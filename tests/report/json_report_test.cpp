@@ -1,5 +1,5 @@
 // The JSON report: round trip, value encoding, atomic files, and errors on bad input.
-#include "harness/report/json_report.h"
+#include "harness/report/io/json_report.h"
 
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "harness/report/gate.h"
+#include "harness/report/gates/gate.h"
 #include "test_support.h"
 
 namespace harness {

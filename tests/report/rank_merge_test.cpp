@@ -1,7 +1,7 @@
 // merge_rank_results: what rank 0 makes of the ranks' results.
 #include <gtest/gtest.h>
 
-#include "harness/report/rank_merge.h"
+#include "harness/report/model/rank_merge.h"
 
 namespace harness {
 namespace {

@@ -1,13 +1,13 @@
 // Reporters: the console table, the markdown and JSON files, and forwarding by MultiReporter.
-#include "harness/report/reporter.h"
+#include "harness/report/text/reporter.h"
 
 #include <gtest/gtest.h>
 
 #include <regex>
 #include <sstream>
 
-#include "harness/report/format.h"
-#include "harness/report/json_report.h"
+#include "harness/report/text/format.h"
+#include "harness/report/io/json_report.h"
 #include "test_support.h"
 
 namespace harness {

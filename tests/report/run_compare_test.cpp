@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "harness/report/run_compare.h"
+#include "harness/report/compare/run_compare.h"
 #include "test_support.h"
 
 namespace harness {

@@ -7,7 +7,7 @@
 
 #include <cmath>
 
-#include "harness/report/statistics.h"
+#include "harness/report/compare/statistics.h"
 
 namespace harness {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "harness/errors.h"
-#include "harness/report/result.h"
+#include "harness/report/model/result.h"
 
 // EXPECT_THAT(text, HasSubstr(part)) without gmock.
 #define EXPECT_CONTAINS(text, part) EXPECT_PRED_FORMAT2(::harness::assert_contains, text, part)

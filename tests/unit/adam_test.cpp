@@ -6,7 +6,7 @@
 #include "harness/errors.h"
 #include "harness/instrument/collector.h"
 #include "harness/instrument/sim/sim_device.h"
-#include "harness/runtime/adam.h"
+#include "harness/runtime/optim/adam.h"
 
 namespace harness::runtime {
 namespace {

@@ -7,7 +7,7 @@
 #include <fstream>
 
 #include "harness/errors.h"
-#include "harness/runtime/checkpoint.h"
+#include "harness/runtime/checkpoint/checkpoint.h"
 
 namespace harness::runtime {
 namespace {

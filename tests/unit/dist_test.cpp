@@ -22,12 +22,12 @@
 
 #include "harness/instrument/collector.h"
 #include "harness/instrument/sim/sim_device.h"
-#include "harness/runtime/data_parallel.h"
+#include "harness/runtime/parallel/data_parallel.h"
 #include "harness/runtime/dist/communicator.h"
 #include "harness/runtime/dist/counting_backend.h"
 #include "harness/runtime/mlp.h"
 #include "harness/runtime/trainer.h"
-#include "harness/runtime/zero.h"
+#include "harness/runtime/parallel/zero.h"
 #include "tests/unit/dist_support.h"
 
 namespace harness::runtime {

@@ -23,7 +23,7 @@ class Memory : public ::testing::Test {
   // Runs `f` in a measured window of a sim instrument and returns what it counted.
   template <class F>
   Counts measure(F&& f) {
-    auto instrument = make_instrument(runtime::DeviceKind::Sim);
+    auto instrument = make_instrument(DeviceKind::Sim);
     {
       Counting counting(*instrument);
       f();
@@ -188,7 +188,7 @@ TEST_F(Memory, HostMemoryByPhase) {
 }
 
 TEST_F(Memory, NothingIsFiledOutsideAMeasuredWindow) {
-  auto instrument = make_instrument(runtime::DeviceKind::Sim);
+  auto instrument = make_instrument(DeviceKind::Sim);
   { Phase phase("before"); }
   { Counting counting(*instrument); }
   { Phase phase("after"); }
@@ -198,7 +198,7 @@ TEST_F(Memory, NothingIsFiledOutsideAMeasuredWindow) {
 }
 
 TEST_F(Memory, CpuInstrumentMeasuresHostMemoryButNoDeviceMemory) {
-  auto instrument = make_instrument(runtime::DeviceKind::Cpu);
+  auto instrument = make_instrument(DeviceKind::Cpu);
   {
     Counting counting(*instrument);
     Phase phase("cpu work");

@@ -1,7 +1,7 @@
 // Metric on real ranks (forked first thing): what each sync path costs (scalar, equal shapes,
 // unequal shapes with padding, a list state), sync without a process group, a checkpoint round
 // trip, and the pre-#12193 trainer's sync on save and reset on load.
-#include "harness/runtime/metric.h"
+#include "harness/runtime/metrics/metric.h"
 
 #include <ATen/ops/full.h>
 #include <ATen/ops/ones.h>
@@ -13,7 +13,7 @@
 
 #include "harness/instrument/collector.h"
 #include "harness/instrument/sim/sim_device.h"
-#include "harness/runtime/data_parallel.h"
+#include "harness/runtime/parallel/data_parallel.h"
 #include "harness/runtime/mlp.h"
 #include "harness/runtime/trainer.h"
 #include "tests/unit/dist_support.h"

@@ -13,7 +13,7 @@
 #include "harness/instrument/phase.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/runtime/mlp.h"
-#include "harness/runtime/sharded_strategy.h"
+#include "harness/runtime/sharded/sharded_strategy.h"
 #include "harness/runtime/trainer.h"
 #include "tests/unit/dist_support.h"
 

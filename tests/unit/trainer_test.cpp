@@ -79,7 +79,7 @@ namespace {
 
 TEST(StepWindow, CountsOnlyStepsAfterTheResumePointAndSwitchesOffWhenAStepThrows) {
   sim::initialize();
-  auto instrument = make_instrument(runtime::DeviceKind::Sim);
+  auto instrument = make_instrument(DeviceKind::Sim);
   runtime::MlpRegression m({{8, 4}, 1}, {});
   runtime::SyntheticRegressionData data({16, 8, 4, 5, true});
   runtime::SingleDeviceStrategy s(sim::device(0), runtime::RestorePolicy::Rebuild);
@@ -104,7 +104,7 @@ TEST(StepWindow, CountsOnlyStepsAfterTheResumePointAndSwitchesOffWhenAStepThrows
 
 TEST(StepWindow, TimesEachPhaseOfEachMeasuredStep) {
   sim::initialize();
-  auto instrument = make_instrument(runtime::DeviceKind::Sim);
+  auto instrument = make_instrument(DeviceKind::Sim);
   runtime::MlpRegression m({{8, 16, 4}, 1}, {});
   runtime::SyntheticRegressionData data({16, 8, 4, 5, true});
   runtime::SingleDeviceStrategy s(sim::device(0), runtime::RestorePolicy::Rebuild);
@@ -135,7 +135,7 @@ TEST(StepWindow, TimesEachPhaseOfEachMeasuredStep) {
 
 TEST(StepWindow, InstrumentOverheadModeCountsEverySecondStepAndTimesTheOthers) {
   sim::initialize();
-  auto instrument = make_instrument(runtime::DeviceKind::Sim);
+  auto instrument = make_instrument(DeviceKind::Sim);
   runtime::MlpRegression m({{8, 4}, 1}, {});
   runtime::SyntheticRegressionData data({16, 8, 4, 5, true});
   runtime::SingleDeviceStrategy s(sim::device(0), runtime::RestorePolicy::Rebuild);
@@ -167,7 +167,7 @@ TEST(StepWindow, InstrumentOverheadModeCountsEverySecondStepAndTimesTheOthers) {
 // Memory levels of a real measured window: in total and in every phase, never per step.
 TEST(StepWindow, MemoryIsInTotalAndPhasesAndNotDividedPerStep) {
   sim::initialize();
-  auto instrument = make_instrument(runtime::DeviceKind::Sim);
+  auto instrument = make_instrument(DeviceKind::Sim);
   runtime::MlpRegression m({{8, 16, 4}, 1}, {});
   runtime::SyntheticRegressionData data({16, 8, 4, 5, true});
   runtime::SingleDeviceStrategy s(sim::device(0), runtime::RestorePolicy::Rebuild);

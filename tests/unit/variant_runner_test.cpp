@@ -13,7 +13,7 @@ namespace {
 
 class VariantRunnerTest : public ::testing::Test {
  protected:
-  std::unique_ptr<Instrument> instrument = make_instrument(runtime::DeviceKind::Cpu);
+  std::unique_ptr<Instrument> instrument = make_instrument(DeviceKind::Cpu);
   Progress progress{/*quiet=*/true};
   RunContext context{
       {runtime::DeviceKind::Cpu, "cpu"}, *instrument, RunOptions{}, progress, "/tmp"};

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <sstream>
 
-#include "harness/report/format.h"
-#include "harness/report/statistics.h"
+#include "harness/report/text/format.h"
+#include "harness/report/compare/statistics.h"
 
 namespace harness::history {
 namespace {

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <sstream>
 
-#include "harness/report/format.h"
+#include "harness/report/text/format.h"
 
 namespace harness::history {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "harness/report/history/check.h"
 #include "harness/report/history/store.h"
-#include "harness/report/json_report.h"
+#include "harness/report/io/json_report.h"
 
 namespace harness::history {
 

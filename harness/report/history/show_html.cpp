@@ -3,9 +3,9 @@
 #include <map>
 
 #include "harness/report/history/show.h"
-#include "harness/report/html_charts.h"
-#include "harness/report/html_report.h"
-#include "harness/report/svg.h"
+#include "harness/report/html/html_charts.h"
+#include "harness/report/html/html_report.h"
+#include "harness/report/html/svg.h"
 
 namespace harness::history {
 namespace {

@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 
 #include "harness/errors.h"
-#include "harness/report/pattern.h"
+#include "harness/report/model/pattern.h"
 
 namespace harness::history {
 namespace {

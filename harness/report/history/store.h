@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "harness/report/result.h"
+#include "harness/report/model/result.h"
 
 struct sqlite3;
 

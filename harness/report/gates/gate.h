@@ -1,0 +1,104 @@
+#pragma once
+// Gates: thresholds on report metrics that CI enforces (file format: reports/gates/README.md).
+//
+// A GateFile is a parsed and validated gate file: every malformed thing is an InputError at parse
+// time, naming the file, the rule and the problem. evaluate_gate applies it to a RunReport (and to
+// a baseline report for baseline rules) and returns a GateOutcome with one RuleOutcome per rule and
+// matched variant. A rule whose patterns match nothing is skipped, not passed; a gate in which
+// every rule was skipped fails, so that a misspelt name cannot make CI green.
+#include <cstddef>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "harness/report/model/result.h"
+
+namespace harness {
+
+inline constexpr int kGateVersion = 1;
+
+enum class RuleKind {
+  Absolute,  // "max" and/or "min"
+  Relative,  // "relative_to": <= max_ratio x the metric of another variant of the same report
+  Baseline,  // "baseline": true: <= max_ratio x the same metric in the baseline report
+  Equals,    // "equals": true/false, for the metrics "correctness.passed" and "status.ok"
+};
+
+// One rule of a gate file, validated.
+struct GateRule {
+  size_t index = 0;      // position in "rules"
+  std::string name;      // "rules[<index>]" when the file gives no name
+  std::string scenario;  // exact name or glob ('*')
+  std::string variant;   // exact name or glob; what its '*' match fills relative_to's '*'
+  std::string metric;    // a metric path (result.h), "correctness.passed" or "status.ok"
+  RuleKind kind = RuleKind::Absolute;
+  std::optional<double> max;           // Absolute
+  std::optional<double> min;           // Absolute
+  std::string relative_to;             // Relative: variant name, or pattern with the variant's '*'s
+  double max_ratio = 1.0;              // Relative, Baseline
+  std::optional<int64_t> min_samples;  // timed steps ("timing.step_time.count") required
+  bool equals = true;                  // Equals
+  // "test": "mann_whitney_u" on a Relative or Baseline rule: the metric is a sample series
+  // ("samples.step_time") and the comparison is compare_times (statistics.h) with these options
+  // (max_ratio default 1.10, min_samples default 10).
+  bool statistical = false;
+  double alpha = 0.01;
+};
+
+struct GateFile {
+  std::string source;  // where it came from, for messages
+  std::string description;
+  std::vector<GateRule> rules;
+};
+
+// Throws InputError when the file cannot be read, is not JSON or is not a valid gate.
+GateFile parse_gate_file(const std::string& path);
+// The same on a file's contents; `source` names it in messages.
+GateFile parse_gate_text(const std::string& text, const std::string& source);
+GateFile parse_gate_json(const nlohmann::json& json, const std::string& source);
+
+// Metric names that are not measurements; only "equals" rules use them.
+inline constexpr const char* kCorrectnessPassed = "correctness.passed";
+inline constexpr const char* kStatusOk = "status.ok";
+
+// Inconclusive: a statistical rule whose samples cannot decide (too few, or too few to reach
+// alpha); it fails the gate only when evaluated strictly (bench --strict).
+enum class RuleStatus { Pass, Fail, Skipped, Inconclusive };
+const char* to_string(RuleStatus status);  // "PASS", "FAIL", "SKIP", "INCONCLUSIVE"
+
+// The result of one rule on one variant (or on none: skipped).
+struct RuleOutcome {
+  std::string rule;      // the rule's name
+  std::string scenario;  // the scenario it applied to; the rule's pattern when skipped
+  std::string variant;   // the variant it applied to; the rule's pattern when skipped
+  std::string metric;
+  RuleStatus status = RuleStatus::Skipped;
+  std::optional<double> actual;  // the variant's value (1/0 for equals rules)
+  std::string allowed;           // e.g. "<= 4 (1.0 x 4 of fresh/foreach)"
+  std::string message;           // e.g. "actual 12 > allowed 4 (1.0 x 4 of fresh/foreach)", or why
+};
+
+struct GateOutcome {
+  std::string source;  // the gate file
+  std::vector<RuleOutcome> outcomes;
+
+  size_t count(RuleStatus status) const;
+  // No rule failed (nor was inconclusive, when strict) and at least one rule was evaluated.
+  bool passed(bool strict = false) const;
+};
+
+// Applies the gate to `report`. `baseline` is needed when the gate has baseline rules: without it
+// they are an InputError. A rule comparing a time ("ns") with a baseline without "min_samples" is
+// an InputError too (a malformed gate).
+GateOutcome evaluate_gate(const GateFile& gate, const RunReport& report, const RunReport* baseline);
+
+// One aligned line per outcome ("FAIL  scenario  variant  metric  actual ..."), then the summary
+// line "gate: 3 passed, 1 failed, 0 skipped" (and why the gate failed when nothing was evaluated).
+std::string format_gate_outcome(const GateOutcome& outcome, bool strict = false);
+// The same as a markdown section (a heading and a table, failing rules first), as the markdown
+// summaries of bench and bench compare end.
+std::string format_gate_outcome_markdown(const GateOutcome& outcome, bool strict = false);
+
+}  // namespace harness

@@ -1,0 +1,391 @@
+// Evaluating a gate on a report: which variants each rule applies to, what it compares them with,
+// and the outcome of each comparison.
+#include <cmath>
+
+#include "harness/errors.h"
+#include "harness/report/text/format.h"
+#include "harness/report/gates/gate.h"
+#include "harness/report/model/pattern.h"
+#include "harness/report/compare/statistics.h"
+
+namespace harness {
+namespace {
+
+// Relative slack for floating-point rounding in "ratio x value" limits (1.15 x 100 is 114.999...).
+constexpr double kRoundingSlack = 1e-9;
+constexpr size_t kNamesListed = 8;
+const char* const kSampleCount = "timing.step_time.count";
+
+std::string list_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < kNamesListed; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > kNamesListed) {
+    out += ", ... (" + std::to_string(names.size() - kNamesListed) + " more)";
+  }
+  return names.empty() ? "none" : out;
+}
+
+// A few metric paths of the variant, preferring those in the same section as `wanted`.
+std::string available_metrics(const VariantResult& variant, const std::string& wanted) {
+  const std::string section = wanted.substr(0, wanted.find_first_of(".]") + 1);
+  std::vector<std::string> all = metric_paths(variant), same;
+  for (const auto& path : all) {
+    if (path.compare(0, section.size(), section) == 0) same.push_back(path);
+  }
+  return list_names(same.empty() ? all : same);
+}
+
+// The value of a metric, or why there is none.
+struct Lookup {
+  std::optional<double> value;
+  std::string unit;
+  std::string problem;
+};
+
+Lookup lookup(const VariantResult& variant, const std::string& metric) {
+  const Measurement* m = find_metric(variant, metric);
+  if (m == nullptr) {
+    return {
+        std::nullopt, "",
+        "unknown metric '" + metric + "' (available: " + available_metrics(variant, metric) + ")"};
+  }
+  if (!m->value || !std::isfinite(*m->value)) {
+    return {std::nullopt, m->unit, "metric '" + metric + "' was not measured (null)"};
+  }
+  return {m->value, m->unit, ""};
+}
+
+// Empty when `variant` has at least `min_samples` timed steps, else why not.
+std::string too_few_samples(const VariantResult& variant, int64_t min_samples,
+                            const std::string& whose) {
+  const Lookup samples = lookup(variant, kSampleCount);
+  const double count = samples.value.value_or(0.0);
+  if (count >= static_cast<double>(min_samples)) return "";
+  return whose + " has " + format_number(count) + " timed steps (" + kSampleCount +
+         "), the rule needs min_samples " + std::to_string(min_samples);
+}
+
+// Names a rule the way the parser does: "gate file 'f.json': rules[3] ("name")".
+std::string rule_context(const GateFile& gate, const GateRule& rule) {
+  const std::string index = "rules[" + std::to_string(rule.index) + "]";
+  return "gate file '" + gate.source + "': " + index +
+         (rule.name == index ? "" : " (\"" + rule.name + "\")");
+}
+
+RuleOutcome outcome(const GateRule& rule, const std::string& scenario, const std::string& variant) {
+  RuleOutcome out;
+  out.rule = rule.name;
+  out.scenario = scenario;
+  out.variant = variant;
+  out.metric = rule.metric;
+  return out;
+}
+
+RuleOutcome finish(RuleOutcome out, RuleStatus status, std::string message) {
+  out.status = status;
+  out.message = std::move(message);
+  return out;
+}
+
+RuleOutcome evaluate_equals(const GateRule& rule, const VariantResult& variant, RuleOutcome out) {
+  const char* const names[] = {"false", "true"};
+  bool actual = variant.ran;
+  std::string detail = variant.error;
+  if (rule.metric == kCorrectnessPassed) {
+    if (variant.failed_as_expected()) {
+      return finish(out, RuleStatus::Skipped, "expected failure: " + variant.expected_failure);
+    }
+    if (!variant.ran) {
+      return finish(out, RuleStatus::Fail, "variant failed to run: " + variant.error);
+    }
+    if (!variant.correctness.checked) {
+      return finish(out, RuleStatus::Skipped, "variant has no correctness check");
+    }
+    actual = variant.correctness.passed;
+    detail = variant.correctness.detail;
+  }
+  out.actual = actual ? 1.0 : 0.0;
+  out.allowed = std::string("== ") + names[rule.equals];
+  const bool pass = actual == rule.equals;
+  std::string message = std::string("actual ") + names[actual] + (pass ? " == " : " != ") +
+                        "expected " + names[rule.equals];
+  if (!pass && !detail.empty()) message += ": " + detail;
+  return finish(out, pass ? RuleStatus::Pass : RuleStatus::Fail, message);
+}
+
+// Evaluates one rule on one variant; `captures` are what the rule's variant '*'s matched.
+class VariantCheck {
+ public:
+  VariantCheck(const GateFile& gate, const GateRule& rule, const Provenance& run,
+               const ScenarioResult& scenario, const VariantResult& variant,
+               const RunReport* baseline)
+      : gate_(gate),
+        rule_(rule),
+        run_(run),
+        scenario_(scenario),
+        variant_(variant),
+        baseline_(baseline) {}
+
+  RuleOutcome run(const std::vector<std::string>& captures) const {
+    RuleOutcome out = outcome(rule_, scenario_.name, variant_.name);
+    if (rule_.kind == RuleKind::Equals) return evaluate_equals(rule_, variant_, out);
+    if (variant_.failed_as_expected()) {
+      return finish(out, RuleStatus::Skipped,
+                    "reproduces a known failure (" + variant_.expected_failure +
+                        "): nothing measured");
+    }
+    if (!variant_.ran) {
+      return finish(out, RuleStatus::Fail, "variant failed to run: " + variant_.error);
+    }
+    if (rule_.statistical) return statistical(out, captures);
+    const Lookup actual = lookup(variant_, rule_.metric);
+    if (!actual.value) return finish(out, RuleStatus::Fail, actual.problem);
+    out.actual = actual.value;
+    if (rule_.kind == RuleKind::Baseline && actual.unit == "ns" && !rule_.min_samples) {
+      throw InputError(rule_context(gate_, rule_) + ": compares a time (" + rule_.metric +
+                       ", in ns) with a baseline: give 'min_samples'");
+    }
+    if (rule_.min_samples) {
+      std::string problem = too_few_samples(variant_, *rule_.min_samples, "variant");
+      if (!problem.empty()) return finish(out, RuleStatus::Fail, problem);
+    }
+    switch (rule_.kind) {
+      case RuleKind::Absolute: return compare(out, rule_.min, rule_.max, "");
+      case RuleKind::Relative: return relative(out, captures);
+      case RuleKind::Baseline: return against_baseline(out);
+      case RuleKind::Equals: break;
+    }
+    return out;
+  }
+
+ private:
+  std::string reference_name(const std::vector<std::string>& captures) const {
+    return wildcard_count(rule_.relative_to) == 0
+               ? rule_.relative_to
+               : substitute_wildcards(rule_.relative_to, captures);
+  }
+
+  // A "test" rule: the variant's sample series against the reference's or the baseline's.
+  RuleOutcome statistical(RuleOutcome out, const std::vector<std::string>& captures) const {
+    const std::vector<double>* head = find_samples(variant_, rule_.metric);
+    if (head == nullptr) {
+      return finish(out, RuleStatus::Fail,
+                    "no sample series '" + rule_.metric + "' (available: " +
+                        available_metrics(variant_, rule_.metric) + ")");
+    }
+    const std::vector<double>* base = nullptr;
+    std::string of;
+    if (rule_.kind == RuleKind::Relative) {
+      of = reference_name(captures);
+      const VariantResult* reference = find_variant(scenario_, of);
+      if (reference == nullptr || !reference->ran) {
+        return finish(out, RuleStatus::Fail,
+                      "reference variant '" + of + "' " +
+                          (reference ? "failed to run: " + reference->error
+                                     : "is not in scenario '" + scenario_.name + "'"));
+      }
+      base = find_samples(*reference, rule_.metric);
+      if (base == nullptr) {
+        return finish(out, RuleStatus::Fail, "reference " + of + " has no '" + rule_.metric + "'");
+      }
+    } else {
+      of = "baseline";
+      const ScenarioResult* scenario = find_scenario(*baseline_, scenario_.name);
+      const VariantResult* v = scenario ? find_variant(*scenario, variant_.name) : nullptr;
+      if (v == nullptr) return finish(out, RuleStatus::Skipped, "not in the baseline report");
+      if (!v->ran) {
+        return finish(out, RuleStatus::Skipped, "failed to run in the baseline: " + v->error);
+      }
+      base = find_samples(*v, rule_.metric);
+      if (base == nullptr) {
+        return finish(out, RuleStatus::Inconclusive,
+                      "the baseline has no '" + rule_.metric +
+                          "' (reports before schema 1.2 keep no samples)");
+      }
+    }
+    TimeTestOptions options;
+    options.alpha = rule_.alpha;
+    options.max_ratio = rule_.max_ratio;
+    options.min_samples = static_cast<size_t>(rule_.min_samples.value_or(10));
+    const TimeComparison c = compare_times(*head, *base, options);
+    if (c.ratio.ratio) out.actual = c.ratio.ratio;
+    out.allowed = "not slower than " + format_ratio(rule_.max_ratio) + " x " + of +
+                  " at p < " + format_number(rule_.alpha);
+    const std::string message = c.reason + " (" + of + ")";
+    if (rule_.kind == RuleKind::Baseline) {
+      // As bench compare: times of an oversubscribed scenario say nothing between runs, and a
+      // slowdown measured while other work held the cores may be that load.
+      const ScenarioResult* base_scenario = find_scenario(*baseline_, scenario_.name);
+      std::string why = oversubscription(run_, scenario_.world_size);
+      if (why.empty() && base_scenario) {
+        why = oversubscription(baseline_->provenance, base_scenario->world_size);
+      }
+      if (!why.empty()) return finish(out, RuleStatus::Inconclusive, why + "; " + message);
+      const VariantResult* base_variant =
+          base_scenario ? find_variant(*base_scenario, variant_.name) : nullptr;
+      why = contention(variant_);
+      if (why.empty() && base_variant && !contention(*base_variant).empty()) {
+        why = "baseline: " + contention(*base_variant);
+      }
+      if (c.verdict == TimeVerdict::Regression && !why.empty()) {
+        return finish(out, RuleStatus::Inconclusive, why + "; " + message);
+      }
+    }
+    switch (c.verdict) {
+      case TimeVerdict::Regression: return finish(out, RuleStatus::Fail, message);
+      case TimeVerdict::Inconclusive: return finish(out, RuleStatus::Inconclusive, message);
+      case TimeVerdict::Improvement:
+      case TimeVerdict::Unchanged: break;
+    }
+    return finish(out, RuleStatus::Pass, message);
+  }
+
+  RuleOutcome relative(RuleOutcome out, const std::vector<std::string>& captures) const {
+    const std::string name = reference_name(captures);
+    const VariantResult* reference = find_variant(scenario_, name);
+    if (reference == nullptr) {
+      return finish(out, RuleStatus::Fail,
+                    "reference variant '" + name + "' is not in scenario '" + scenario_.name + "'");
+    }
+    if (!reference->ran) {
+      return finish(out, RuleStatus::Fail,
+                    "reference variant '" + name + "' failed to run: " + reference->error);
+    }
+    const Lookup ref = lookup(*reference, rule_.metric);
+    if (!ref.value) return finish(out, RuleStatus::Fail, "reference " + name + ": " + ref.problem);
+    if (rule_.min_samples) {
+      std::string problem = too_few_samples(*reference, *rule_.min_samples, "reference " + name);
+      if (!problem.empty()) return finish(out, RuleStatus::Fail, problem);
+    }
+    return compare(out, std::nullopt, rule_.max_ratio * *ref.value, ratio_note(*ref.value, name));
+  }
+
+  RuleOutcome against_baseline(RuleOutcome out) const {
+    const ScenarioResult* scenario = find_scenario(*baseline_, scenario_.name);
+    const VariantResult* base = scenario ? find_variant(*scenario, variant_.name) : nullptr;
+    if (base == nullptr) return finish(out, RuleStatus::Skipped, "not in the baseline report");
+    if (!base->ran) {
+      return finish(out, RuleStatus::Skipped, "failed to run in the baseline: " + base->error);
+    }
+    const Lookup ref = lookup(*base, rule_.metric);
+    if (!ref.value) return finish(out, RuleStatus::Skipped, "baseline: " + ref.problem);
+    if (rule_.min_samples) {
+      std::string problem = too_few_samples(*base, *rule_.min_samples, "baseline");
+      if (!problem.empty()) return finish(out, RuleStatus::Skipped, problem);
+    }
+    return compare(out, std::nullopt, rule_.max_ratio * *ref.value,
+                   ratio_note(*ref.value, "baseline"));
+  }
+
+  std::string ratio_note(double reference, const std::string& of) const {
+    return " (" + format_ratio(rule_.max_ratio) + " x " + format_number(reference) + " of " + of +
+           ")";
+  }
+
+  // Checks out.actual against the limits; `note` says where a limit came from.
+  static RuleOutcome compare(RuleOutcome out, std::optional<double> min, std::optional<double> max,
+                             const std::string& note) {
+    const double actual = *out.actual;
+    const std::string a = "actual " + format_number(actual);
+    if (min && max) {
+      out.allowed = "in [" + format_number(*min) + ", " + format_number(*max) + "]";
+    } else {
+      out.allowed = min ? ">= " + format_number(*min) : "<= " + format_number(*max) + note;
+    }
+    if (min && actual < *min - kRoundingSlack * std::fabs(*min)) {
+      return finish(out, RuleStatus::Fail, a + " < minimum " + format_number(*min) + note);
+    }
+    if (max && actual > *max + kRoundingSlack * std::fabs(*max)) {
+      return finish(out, RuleStatus::Fail, a + " > allowed " + format_number(*max) + note);
+    }
+    return finish(out, RuleStatus::Pass,
+                  a + (max ? " <= allowed " + format_number(*max) + note
+                           : " >= minimum " + format_number(*min)));
+  }
+
+  const GateFile& gate_;
+  const GateRule& rule_;
+  const Provenance& run_;
+  const ScenarioResult& scenario_;
+  const VariantResult& variant_;
+  const RunReport* baseline_;
+};
+
+std::vector<std::string> names_of(const std::vector<ScenarioResult>& list) {
+  std::vector<std::string> names;
+  for (const auto& s : list) names.push_back(s.name);
+  return names;
+}
+std::vector<std::string> names_of(const std::vector<VariantResult>& list) {
+  std::vector<std::string> names;
+  for (const auto& v : list) names.push_back(v.name);
+  return names;
+}
+
+void evaluate_rule(const GateFile& gate, const GateRule& rule, const RunReport& report,
+                   const RunReport* baseline, std::vector<RuleOutcome>& outcomes) {
+  bool any_scenario = false;
+  for (const auto& scenario : report.scenarios) {
+    if (!glob_match(rule.scenario, scenario.name)) continue;
+    any_scenario = true;
+    bool any_variant = false;
+    for (const auto& variant : scenario.variants) {
+      std::vector<std::string> captures;
+      if (!glob_match(rule.variant, variant.name, &captures)) continue;
+      any_variant = true;
+      outcomes.push_back(
+          VariantCheck(gate, rule, report.provenance, scenario, variant, baseline).run(captures));
+    }
+    if (!any_variant) {
+      outcomes.push_back(finish(outcome(rule, scenario.name, rule.variant), RuleStatus::Skipped,
+                                "no variant matches '" + rule.variant + "' (variants: " +
+                                    list_names(names_of(scenario.variants)) + ")"));
+    }
+  }
+  if (!any_scenario) {
+    outcomes.push_back(finish(outcome(rule, rule.scenario, rule.variant), RuleStatus::Skipped,
+                              "no scenario in the report matches '" + rule.scenario +
+                                  "' (scenarios: " + list_names(names_of(report.scenarios)) + ")"));
+  }
+}
+
+}  // namespace
+
+const char* to_string(RuleStatus status) {
+  switch (status) {
+    case RuleStatus::Pass: return "PASS";
+    case RuleStatus::Fail: return "FAIL";
+    case RuleStatus::Skipped: return "SKIP";
+    case RuleStatus::Inconclusive: return "INCONCLUSIVE";
+  }
+  return "?";
+}
+
+size_t GateOutcome::count(RuleStatus status) const {
+  size_t n = 0;
+  for (const auto& o : outcomes) n += o.status == status ? 1 : 0;
+  return n;
+}
+
+bool GateOutcome::passed(bool strict) const {
+  const size_t evaluated =
+      count(RuleStatus::Pass) + count(RuleStatus::Fail) + count(RuleStatus::Inconclusive);
+  return count(RuleStatus::Fail) == 0 && evaluated > 0 &&
+         !(strict && count(RuleStatus::Inconclusive) > 0);
+}
+
+GateOutcome evaluate_gate(const GateFile& gate, const RunReport& report,
+                          const RunReport* baseline) {
+  for (const auto& rule : gate.rules) {
+    if (rule.kind == RuleKind::Baseline && baseline == nullptr) {
+      throw InputError(rule_context(gate, rule) +
+                       ": compares with a baseline report, but no baseline report was given");
+    }
+  }
+  GateOutcome out;
+  out.source = gate.source;
+  for (const auto& rule : gate.rules) evaluate_rule(gate, rule, report, baseline, out.outcomes);
+  return out;
+}
+
+}  // namespace harness

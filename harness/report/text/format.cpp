@@ -1,0 +1,170 @@
+#include "harness/report/text/format.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+
+namespace harness {
+namespace {
+
+constexpr double kExactIntegerLimit = 9007199254740992.0;  // 2^53
+
+bool is_integral(double value) {
+  return std::isfinite(value) && std::floor(value) == value &&
+         std::fabs(value) < kExactIntegerLimit;
+}
+
+std::string printf_double(const char* format, double value) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof buffer, format, value);
+  return buffer;
+}
+
+// "%.3f" without trailing zeros, keeping `min_decimals` of them.
+std::string trimmed_fixed(double value, size_t min_decimals) {
+  std::string text = printf_double("%.3f", value);
+  const size_t dot = text.find('.');
+  size_t end = text.size();
+  while (end > dot + 1 + min_decimals && text[end - 1] == '0') --end;
+  if (end == dot + 1) --end;  // no decimals left: drop the point
+  return text.substr(0, end);
+}
+
+std::optional<double> value_of(const VariantResult& v, const std::string& path) {
+  const Measurement* m = find_metric(v, path);
+  return m != nullptr ? m->value : std::nullopt;
+}
+
+}  // namespace
+
+std::string format_number(double value) {
+  if (!std::isfinite(value)) return "-";
+  if (is_integral(value)) return std::to_string(static_cast<int64_t>(value));
+  if (std::fabs(value) < 0.001) return printf_double("%.3g", value);
+  return trimmed_fixed(value, 0);
+}
+
+std::string format_per_step(const std::optional<double>& value) {
+  if (!value || !std::isfinite(*value)) return "-";
+  if (is_integral(*value)) return std::to_string(static_cast<int64_t>(*value));
+  return printf_double("%.2f", *value);
+}
+
+std::string format_duration_ns(double ns) {
+  if (std::fabs(ns) < 1e6) return printf_double("%.1f µs", ns / 1e3);
+  if (std::fabs(ns) < 1e9) return printf_double("%.2f ms", ns / 1e6);
+  return printf_double("%.2f s", ns / 1e9);
+}
+
+std::string format_ratio(double ratio) { return trimmed_fixed(ratio, 1); }
+
+std::vector<std::string> variant_summary_header() {
+  return {"variant",  "steps",     "launch/step", "H2D/step", "D2H/step",
+          "D2D/step", "sync/step", "step time",   "correct"};
+}
+
+std::string variant_summary_alignment() { return "lrrrrrrrl"; }
+
+std::vector<std::string> variant_summary_cells(const VariantResult& v) {
+  if (!v.ran) return {v.name, (v.failed_as_expected() ? "EXPECTED FAILURE: " : "FAILED: ") + v.error};
+  std::vector<std::string> cells = {v.name, std::to_string(v.measured_steps)};
+  for (const char* name : {"launch.count", "h2d.count", "d2h.count", "d2d.count", "sync.count"}) {
+    cells.push_back(format_per_step(value_of(v, std::string("per_step.") + name)));
+  }
+  const std::optional<double> median = value_of(v, "timing.step_time.median");
+  cells.push_back(median && std::isfinite(*median) ? format_duration_ns(*median) : "-");
+  cells.push_back(!v.correctness.checked ? "-" : v.correctness.passed ? "yes" : "no");
+  return cells;
+}
+
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') {
+      out += "\\|";
+    } else {
+      out += (c == '\n' || c == '\r') ? ' ' : c;
+    }
+  }
+  return out;
+}
+
+std::string markdown_table_header(const std::vector<std::string>& header,
+                                  const std::string& alignment) {
+  std::string out = "|";
+  for (const auto& h : header) out += " " + markdown_cell(h) + " |";
+  out += "\n|";
+  for (size_t i = 0; i < header.size(); ++i) {
+    out += i < alignment.size() && alignment[i] == 'r' ? " --: |" : " :-- |";
+  }
+  return out + "\n";
+}
+
+std::string markdown_table_row(const std::vector<std::string>& row, size_t columns) {
+  std::string out = "|";
+  for (size_t i = 0; i < columns; ++i) out += " " + (i < row.size() ? markdown_cell(row[i]) : "") + " |";
+  return out + "\n";
+}
+
+std::vector<std::pair<std::string, std::string>> provenance_fields(const Provenance& p) {
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"tool version", p.tool_version},
+      {"git", p.git_sha.empty() ? "" : p.git_sha + (p.git_dirty ? " (dirty)" : "")},
+      {"build type", p.build_type},
+      {"LibTorch", p.libtorch_version},
+      {"CUDA", p.cuda_version},
+      {"CUPTI", p.cupti_version},
+      {"device", p.device + (p.device_name.empty() ? "" : " (" + p.device_name + ")")},
+      {"instrument",
+       p.instrument + (p.instrument_status.empty() ? "" : " (" + p.instrument_status + ")")},
+      {"world size", std::to_string(p.world_size)},
+      {"host", p.hostname},
+      {"started at", p.started_at},
+  };
+  std::string argv;
+  for (const auto& a : p.argv) argv += (argv.empty() ? "" : " ") + a;
+  fields.emplace_back("command", argv);
+  fields.erase(std::remove_if(fields.begin(), fields.end(),
+                              [](const auto& field) { return field.second.empty(); }),
+               fields.end());
+  return fields;
+}
+
+std::optional<double> phase_per_step(const VariantResult& v, const std::string& phase,
+                                     const std::vector<std::string>& names) {
+  if (v.measured_steps <= 0) return std::nullopt;
+  double sum = 0;
+  for (const std::string& name : names) {
+    const std::optional<double> value = value_of(v, "phase[" + phase + "]." + name);
+    if (!value) return std::nullopt;
+    sum += *value;
+  }
+  return sum / static_cast<double>(v.measured_steps);
+}
+
+std::vector<SyncSite> top_sync_sites(const VariantResult& variant) {
+  std::vector<SyncSite> sites = variant.sync_sites;
+  std::stable_sort(sites.begin(), sites.end(),
+                   [](const SyncSite& a, const SyncSite& b) { return a.count > b.count; });
+  if (sites.size() > kSyncSitesShown) sites.resize(kSyncSitesShown);
+  return sites;
+}
+
+std::vector<std::string> sync_site_header() {
+  return {"phase", "op", "reason", "count", "waited", "waited/step"};
+}
+
+std::vector<std::string> sync_site_cells(const VariantResult& variant, const SyncSite& site) {
+  std::string waited = "-", per_step = "-";
+  if (site.wait_ns) {
+    waited = format_duration_ns(static_cast<double>(*site.wait_ns));
+    if (variant.measured_steps > 0) {
+      per_step = format_duration_ns(static_cast<double>(*site.wait_ns) /
+                                    static_cast<double>(variant.measured_steps));
+    }
+  }
+  return {site.phase, site.op, site.reason, std::to_string(site.count), waited, per_step};
+}
+
+}  // namespace harness

@@ -1,0 +1,306 @@
+#include "harness/runtime/sharded/sharded_model.h"
+
+#include <ATen/ops/cat.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/linear.h>
+#include <ATen/ops/zeros.h>
+#include <c10/core/GradMode.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace harness::runtime {
+
+const char* to_string(UnitStatus status) {
+  switch (status) {
+    case UnitStatus::NotAvailable: return "NOT_AVAILABLE";
+    case UnitStatus::Inflight: return "INFLIGHT";
+    case UnitStatus::Available: return "AVAILABLE";
+  }
+  return "?";
+}
+
+at::Tensor FlatUnit::shard_of(const at::Tensor& flat, int rank) const {
+  at::Tensor shard = at::empty({shard_numel}, flat.options());
+  const int64_t first = shard_numel * rank;
+  const int64_t valid = std::clamp<int64_t>(numel - first, 0, shard_numel);
+  if (valid > 0) shard.narrow(0, 0, valid).copy_(flat.narrow(0, first, valid));
+  if (valid < shard_numel) shard.narrow(0, valid, shard_numel - valid).zero_();
+  return shard;
+}
+
+at::Tensor FlatUnit::weight() const {
+  return full.narrow(0, 0, out_features * in_features).view({out_features, in_features});
+}
+
+at::Tensor FlatUnit::bias() const {
+  return full.narrow(0, out_features * in_features, out_features);
+}
+
+namespace {
+
+// One unit's forward and backward as one autograd node: forward uses the full parameter the
+// engine's hooks gathered; backward gathers it again, computes the gradients of input, weight and
+// bias (the ops of Linear's own backward), reduce-scatters the flat gradient onto the shards and
+// frees the full parameter.
+struct ShardedLinearFn : public torch::autograd::Function<ShardedLinearFn> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
+                            const at::Tensor& shard, int64_t unit_address, int64_t model_address) {
+    (void)shard;  // an input so that autograd routes the unit's gradient to it
+    const auto* unit = reinterpret_cast<const FlatUnit*>(unit_address);
+    // DeepSpeed's `assert param.ds_status == ZeroParamStatus.AVAILABLE`.
+    TORCH_CHECK(unit->status == UnitStatus::Available, unit->name, " is ", to_string(unit->status),
+                " in its forward; it must be AVAILABLE");
+    ctx->save_for_backward({input});
+    ctx->saved_data["unit"] = unit_address;
+    ctx->saved_data["model"] = model_address;
+    return at::linear(input, unit->weight(), unit->bias());
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto* unit = reinterpret_cast<FlatUnit*>(ctx->saved_data["unit"].toInt());
+    auto* model = reinterpret_cast<ShardedModel*>(ctx->saved_data["model"].toInt());
+    ShardedEngine* engine = model->active_engine();
+    TORCH_CHECK(engine != nullptr, "backward of ", unit->name, " with no engine on the module");
+    engine->fetch(*unit, /*prefetch_next=*/false, /*wrap=*/false);
+    const at::Tensor& grad_out = grads[0];
+    const at::Tensor input = ctx->get_saved_variables()[0];
+    at::Tensor grad_input;
+    if (ctx->needs_input_grad(0)) grad_input = grad_out.mm(unit->weight());
+    std::vector<at::Tensor> pieces = {grad_out.t().mm(input).reshape(-1), grad_out.sum(0)};
+    const int world = model->comm().world_size();
+    const int64_t padding = unit->padded_numel(world) - unit->numel;
+    if (padding > 0) pieces.push_back(at::zeros({padding}, grad_out.options()));
+    const at::Tensor flat_grad = at::cat(pieces);
+    at::Tensor grad_shard = at::empty({unit->shard_numel}, grad_out.options());
+    model->comm().reduce_scatter_sum(grad_shard, flat_grad);
+    grad_shard.div_(world);  // the mean over ranks, as DDP averages
+    engine->release(*unit);
+    return {grad_input, grad_shard, at::Tensor(), at::Tensor()};
+  }
+};
+
+}  // namespace
+
+// ----- ShardedModel ---------------------------------------------------------------------------
+
+const char* to_string(HookKind kind) {
+  switch (kind) {
+    case HookKind::StartOfForward: return "start_of_forward";
+    case HookKind::FetchBeforeForward: return "fetch_before_forward";
+    case HookKind::ReleaseAfterForward: return "release_after_forward";
+    case HookKind::AttachPreBackward: return "attach_pre_backward";
+    case HookKind::AttachPostBackward: return "attach_post_backward";
+  }
+  return "?";
+}
+
+ShardedModel::ShardedModel(Communicator& comm, std::vector<FlatUnit> units,
+                           std::vector<std::string> modules)
+    : comm_(comm), units_(std::move(units)), modules_(std::move(modules)) {
+  TORCH_CHECK(!modules_.empty() && modules_.front().empty(),
+              "a sharded model's module names start with the root's (\"\")");
+  // The Sequential's name: the parent of the first layer's ("layers" of "layers.0").
+  for (const std::string& name : modules_) {
+    const size_t dot = name.rfind('.');
+    if (dot != std::string::npos && name.substr(dot + 1) == "0") {
+      layers_name_ = name.substr(0, dot);
+      break;
+    }
+  }
+  // The modules a forward enters before the layers, outermost first: the root, then down to the
+  // layers' Sequential.
+  for (const std::string& name : modules_) {
+    if (name.empty() || layers_name_ == name ||
+        layers_name_.compare(0, name.size() + 1, name + ".") == 0) {
+      outer_modules_.push_back(name);
+    }
+  }
+}
+
+std::vector<at::Tensor> ShardedModel::shards() {
+  std::vector<at::Tensor> out;
+  for (FlatUnit& u : units_) out.push_back(u.shard);
+  return out;
+}
+
+FlatUnit* ShardedModel::next_unit(const FlatUnit& unit, bool wrap) {
+  const size_t i = static_cast<size_t>(&unit - units_.data());
+  if (i + 1 < units_.size()) return &units_[i + 1];
+  return wrap && units_.size() > 1 ? &units_.front() : nullptr;
+}
+
+uint64_t ShardedModel::register_hook(HookKind kind, const std::string& module,
+                                     ShardedEngine* engine) {
+  hooks_.push_back({next_hook_id_++, kind, module, engine});
+  ++hooks_registered_;
+  return hooks_.back().id;
+}
+
+void ShardedModel::remove_hook(uint64_t id) {
+  auto it = std::find_if(hooks_.begin(), hooks_.end(),
+                         [id](const ModuleHook& h) { return h.id == id; });
+  if (it == hooks_.end()) return;  // removed already (a handle removed twice, as torch allows)
+  hooks_.erase(it);
+  ++hooks_removed_;
+}
+
+void ShardedModel::run_hooks(HookKind kind, const std::string& module, FlatUnit* unit,
+                             bool wrap) {
+  // What a hook does (fetch, release) never registers or removes hooks: no copy of the list.
+  for (const ModuleHook& hook : hooks_) {
+    if (hook.kind != kind || hook.module != module) continue;
+    ++hook_calls_;
+    hook.engine->run_hook(kind, unit, wrap);
+  }
+}
+
+at::Tensor ShardedModel::forward(torch::nn::Sequential& layers, const at::Tensor& input) {
+  TORCH_CHECK(!hooks_.empty(), "a sharded module runs only under an engine (none is set up)");
+  // An eval forward is a whole step: the engine's prefetch wraps around to the first unit.
+  const bool wrap = !layers->is_training();
+  const auto enter = [&](const std::string& module, FlatUnit* unit) {
+    run_hooks(HookKind::FetchBeforeForward, module, unit, wrap);
+    run_hooks(HookKind::AttachPostBackward, module, unit, wrap);
+  };
+  const auto leave = [&](const std::string& module, FlatUnit* unit) {
+    run_hooks(HookKind::ReleaseAfterForward, module, unit, wrap);
+    run_hooks(HookKind::AttachPreBackward, module, unit, wrap);
+  };
+  run_hooks(HookKind::StartOfForward, "", nullptr, wrap);
+  for (const std::string& module : outer_modules_) enter(module, nullptr);
+  at::Tensor x = input;
+  size_t next = 0;
+  size_t index = 0;
+  for (auto it = layers->begin(); it != layers->end(); ++it, ++index) {
+    FlatUnit* unit =
+        next < units_.size() && units_[next].layer_index == index ? &units_[next++] : nullptr;
+    const std::string layer = layers_name_.empty() ? std::to_string(index)
+                                                   : layers_name_ + "." + std::to_string(index);
+    enter(layer, unit);
+    x = unit == nullptr ? it->forward<at::Tensor>(x)
+                        : ShardedLinearFn::apply(x, unit->shard, reinterpret_cast<int64_t>(unit),
+                                                 reinterpret_cast<int64_t>(this));
+    leave(layer, unit);
+  }
+  for (auto it = outer_modules_.rbegin(); it != outer_modules_.rend(); ++it) leave(*it, nullptr);
+  return x;
+}
+
+// ----- ShardedEngine --------------------------------------------------------------------------
+
+ShardedEngine::ShardedEngine(ShardedModel& model, EngineOptions options)
+    : model_(model), options_(std::move(options)) {
+  // As DeepSpeed registers them: the root's start-of-forward hook, then depth first (children
+  // before their parent) the four hooks of every module.
+  hook_ids_.push_back(model_.register_hook(HookKind::StartOfForward, "", this));
+  const std::vector<std::string>& modules = model_.module_names();
+  for (auto it = modules.rbegin(); it != modules.rend(); ++it) {
+    for (HookKind kind : {HookKind::FetchBeforeForward, HookKind::ReleaseAfterForward,
+                          HookKind::AttachPreBackward, HookKind::AttachPostBackward}) {
+      hook_ids_.push_back(model_.register_hook(kind, *it, this));
+    }
+  }
+}
+
+void ShardedEngine::remove_hooks() {
+  for (uint64_t id : hook_ids_) model_.remove_hook(id);
+  hook_ids_.clear();
+}
+
+void ShardedEngine::run_hook(HookKind kind, FlatUnit* unit, bool wrap) {
+  if (unit == nullptr) return;  // a module without parameters of its own: nothing to gather
+  if (kind == HookKind::FetchBeforeForward) fetch(*unit, /*prefetch_next=*/true, wrap);
+  if (kind == HookKind::ReleaseAfterForward) release(*unit);
+}
+
+GatherRegistry& ShardedEngine::registry() {
+  return options_.private_registry ? own_registry_ : model_.registry();
+}
+
+void ShardedEngine::fetch(FlatUnit& unit, bool prefetch_next, bool wrap) {
+  c10::AutoGradMode no_grad(false);
+  Communicator& comm = model_.comm();
+  // As DeepSpeed's fetch_sub_module: first wait for the gather in flight that this engine's
+  // registry holds for the unit...
+  if (unit.status == UnitStatus::Inflight) {
+    auto it = registry().find(&unit);
+    if (it != registry().end()) {
+      it->second->wait();
+      registry().erase(it);
+      unit.status = UnitStatus::Available;
+    }
+  }
+  // ...then all_gather what is NOT_AVAILABLE. Init._all_gather (partition_parameters.py) gathers
+  // only NOT_AVAILABLE parameters: one still INFLIGHT through another registry is skipped, not
+  // waited for.
+  if (unit.status == UnitStatus::NotAvailable) {
+    unit.full = at::empty({unit.padded_numel(comm.world_size())}, unit.shard.options());
+    comm.all_gather_into(unit.full, unit.shard.detach());
+    unit.status = UnitStatus::Available;
+  }
+  // DeepSpeed's `assert param.ds_status == ZeroParamStatus.AVAILABLE`: the #17523 failure.
+  if (unit.status != UnitStatus::Available) {
+    throw std::runtime_error(unit.name + " is " + to_string(unit.status) +
+                             ", expected AVAILABLE: engine '" + options_.name +
+                             "' has no gather in flight for it, so its all_gather skipped it "
+                             "(engine '" + unit.inflight_by +
+                             "' issued the gather into a registry of its own)");
+  }
+  if (!prefetch_next || !options_.prefetch) return;
+  FlatUnit* next = model_.next_unit(unit, wrap);
+  if (next == nullptr || next->status != UnitStatus::NotAvailable) return;
+  next->full = at::empty({next->padded_numel(comm.world_size())}, next->shard.options());
+  registry()[next] = comm.all_gather_into_async(next->full, next->shard.detach());
+  next->status = UnitStatus::Inflight;
+  next->inflight_by = options_.name;
+}
+
+void ShardedEngine::release(FlatUnit& unit) {
+  if (unit.status != UnitStatus::Available) return;
+  unit.full = at::Tensor();
+  unit.status = UnitStatus::NotAvailable;
+}
+
+std::unique_ptr<Optimizer> ShardedEngine::setup_optimizer(const AdamOptions& adam) {
+  if (!options_.defragment) return std::make_unique<Adam>(model_.shards(), adam);
+  c10::AutoGradMode no_grad(false);
+  // DeepSpeedZeroOptimizer_Stage3._create_fp16_partitions_with_defragmentation (stage3.py)
+  // begins with dist.barrier().
+  model_.comm().barrier();
+  for (FlatUnit& unit : model_.units()) {
+    fetch(unit, /*prefetch_next=*/false, /*wrap=*/false);
+    release(unit);
+  }
+  // Defragment: the shards out to the host and back as one flat device buffer.
+  std::vector<at::Tensor> host;
+  for (FlatUnit& unit : model_.units()) host.push_back(unit.shard.detach().to(at::kCPU));
+  const at::Tensor flat = at::cat(host).to(model_.units().front().shard.device());
+  int64_t offset = 0;
+  for (FlatUnit& unit : model_.units()) {
+    unit.shard.set_data(flat.narrow(0, offset, unit.shard_numel));
+    offset += unit.shard_numel;
+  }
+  return std::make_unique<Adam>(model_.shards(), adam);
+}
+
+void ShardedEngine::teardown() {
+  if (torn_down_) return;
+  GatherRegistry& gathers = registry();
+  for (auto it = gathers.begin(); it != gathers.end();) {
+    if (it->first->inflight_by != options_.name) {
+      ++it;
+      continue;
+    }
+    it->second->wait();
+    it->first->status = UnitStatus::Available;
+    it = gathers.erase(it);
+  }
+  for (FlatUnit& unit : model_.units()) release(unit);
+  remove_hooks();
+  torn_down_ = true;
+}
+
+}  // namespace harness::runtime
