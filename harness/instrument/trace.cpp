@@ -36,7 +36,7 @@ int64_t unix_ns_at(int64_t steady_ns) {
 
 std::atomic<TraceRecorder*> g_step_trace{nullptr};
 
-// Flow ids of correlations, apart from add_flow's (below 2^40; merge_traces adds rank << 40).
+// Flow ids of launches, apart from add_flow's (below 2^39; merge_traces adds rank << 40).
 constexpr uint64_t kCorrelationFlowBase = uint64_t{1} << 39;
 
 }  // namespace
@@ -258,12 +258,18 @@ class ChromeTracks {
     auto [it, added] = other_threads_.emplace(thread, other_threads_.size() + 2);
     return "host thread " + std::to_string(it->second);
   }
-  std::string device(const TraceRecorder::Event& e) const {
+  std::string device(const TraceRecorder::Event& e) {
     if (e.work == DeviceWork::HostCollective) return "collectives";
-    return s_.device_prefix + " " + std::to_string(e.device) + " stream " +
-           std::to_string(e.stream);
+    std::string name = s_.device_prefix + " " + std::to_string(e.device) + " stream " +
+                       std::to_string(e.stream);
+    // A stream's id follows from its number: the same whichever streams a rank used.
+    if (e.device >= 0 && e.device < 1000 && e.stream >= 0 && e.stream < 1000000) {
+      device_ids_[name] = 1000 + e.device * 1000000 + static_cast<int>(e.stream);
+    }
+    return name;
   }
   int tid(const std::string& track) {
+    if (auto it = device_ids_.find(track); it != device_ids_.end()) return it->second;
     static const std::map<std::string, int> fixed = {
         {"variants", 1}, {"steps", 2},        {"phases", 3},
         {"host", 10},    {"syncs", 50},       {"collectives", 51},
@@ -273,10 +279,10 @@ class ChromeTracks {
     return 0;  // assigned in assign()
   }
   // Ids of the other tracks: host threads after "host", then other named tracks, then device
-  // streams, each group in the order of its names.
+  // streams numbered past what device() gives, each group in the order of its names.
   std::map<std::string, int> assign() const {
     std::map<std::string, int> ids;
-    int host = 11, other = 60, device = 1000;
+    int host = 11, other = 60, device = 1000 + 1000 * 1000000;
     const std::string device_prefix = s_.device_prefix + " ";
     for (const std::string& track : used_) {
       if (track.rfind("host thread ", 0) == 0) {
@@ -293,6 +299,7 @@ class ChromeTracks {
  private:
   const TraceRecorder::Snapshot& s_;
   std::map<uint64_t, size_t> other_threads_;
+  std::map<std::string, int> device_ids_;
   std::set<std::string> used_;
 };
 
@@ -315,6 +322,7 @@ std::string TraceRecorder::to_json(
     std::string track;
   };
   std::vector<Pending> out;
+  uint64_t flows = 0;
   auto emit = [&](nlohmann::json j, const std::string& track) {
     tracks.tid(track);
     out.push_back({std::move(j), track});
@@ -382,11 +390,13 @@ std::string TraceRecorder::to_json(
         emit(with_args(std::move(j), args), track);
         auto call = calls.find(e.id);
         if (e.id == 0 || call == calls.end()) break;
-        // The arrow from the call to the work (flow ids apart from add_flow's).
+        // The arrow from the call to the work: one per slice (a call may issue several), ids
+        // apart from add_flow's.
+        const uint64_t id = kCorrelationFlowBase + ++flows;
         nlohmann::json s_ev = base("launch", "launch", "s", call->second.second);
-        s_ev["id"] = kCorrelationFlowBase + e.id;
+        s_ev["id"] = id;
         nlohmann::json f_ev = base("launch", "launch", "f", e.ts_ns);
-        f_ev["id"] = kCorrelationFlowBase + e.id;
+        f_ev["id"] = id;
         f_ev["bp"] = "e";
         emit(std::move(s_ev), call->second.first);
         emit(std::move(f_ev), track);

@@ -69,7 +69,7 @@ class TraceRecorder final : public PhaseListener {
                    int64_t at_ns, TraceArgs args = {}) noexcept;
   // A flow arrow (Chrome flow events 's' and 'f') from the slice that encloses `from_ns` on
   // `from_track` to the slice that encloses `to_ns` on `to_track`; `id` is unique in the trace
-  // and below 2^40.
+  // and below 2^39.
   void add_flow(std::string_view name, uint64_t id, std::string_view from_track, int64_t from_ns,
                 std::string_view to_track, int64_t to_ns) noexcept;
 
