@@ -262,9 +262,11 @@ class ChromeTracks {
     if (e.work == DeviceWork::HostCollective) return "collectives";
     std::string name = s_.device_prefix + " " + std::to_string(e.device) + " stream " +
                        std::to_string(e.stream);
-    // A stream's id follows from its number: the same whichever streams a rank used.
+    // A stream's id follows from its number: the same whichever streams a rank used, the
+    // process's own device (each rank's) first.
     if (e.device >= 0 && e.device < 1000 && e.stream >= 0 && e.stream < 1000000) {
-      device_ids_[name] = 1000 + e.device * 1000000 + static_cast<int>(e.stream);
+      const int other = e.device == s_.device ? 0 : e.device + 1;
+      device_ids_[name] = 1000 + other * 1000000 + static_cast<int>(e.stream);
     }
     return name;
   }
@@ -282,7 +284,7 @@ class ChromeTracks {
   // streams numbered past what device() gives, each group in the order of its names.
   std::map<std::string, int> assign() const {
     std::map<std::string, int> ids;
-    int host = 11, other = 60, device = 1000 + 1000 * 1000000;
+    int host = 11, other = 60, device = 1000 + 1001 * 1000000;
     const std::string device_prefix = s_.device_prefix + " ";
     for (const std::string& track : used_) {
       if (track.rfind("host thread ", 0) == 0) {

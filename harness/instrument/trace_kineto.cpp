@@ -65,6 +65,7 @@ std::string TraceRecorder::to_kineto_json(
       calls.emplace(e.id, std::make_pair(e.thread, e.ts_ns));
     }
   }
+  std::set<uint64_t> flowed;
   // Phases and variants are spans (B/E pairs) on the thread that drives the run.
   std::map<std::string, std::vector<const Event*>> open;
   for (const Event& e : s.events) {
@@ -148,7 +149,8 @@ std::string TraceRecorder::to_kineto_json(
         complete(cat, e.name, e.device, static_cast<uint64_t>(e.stream), e.ts_ns, e.dur_ns,
                  std::move(args));
         auto call = calls.find(e.id);
-        if (e.id == 0 || call == calls.end()) break;
+        // One arrow per call (its id is the correlation), to the first work it issued.
+        if (e.id == 0 || call == calls.end() || !flowed.insert(e.id).second) break;
         events.push_back({{"ph", "s"}, {"id", e.id}, {"pid", os_pid}, {"tid", call->second.first},
                           {"ts", ts(call->second.second)}, {"cat", "ac2g"}, {"name", "ac2g"}});
         events.push_back({{"ph", "f"}, {"id", e.id}, {"pid", e.device}, {"tid", e.stream},
