@@ -48,7 +48,12 @@ void define_flags(CLI::App& app, BenchOptions& o) {
                  "times, memory; gate outcomes; with --baseline, base and head side by side) to "
                  "this file");
   app.add_option("--trace", o.trace_out,
-                 "Write a Chrome/Perfetto trace (phases, variants, device events) to this file");
+                 "Write a trace (phases, variants, steps, device events) to this file (chrome) or "
+                 "directory (kineto)");
+  app.add_option("--trace-format", o.trace_format,
+                 "chrome: one Chrome/Perfetto trace file, ranks merged; kineto: one file per "
+                 "rank in the --trace directory, shaped as PyTorch's profiler writes (for HTA)")
+      ->check(CLI::IsMember({"chrome", "kineto"}));
   app.add_option("--gbench-out", o.gbench_out,
                  "Write the run in Google Benchmark's JSON format (compare.py, "
                  "github-action-benchmark, Bencher) to this file");

@@ -15,6 +15,7 @@
 #include "bench/git_info.h"
 #include "bench/launcher.h"
 #include "bench/temp_dir.h"
+#include "bench/trace_output.h"
 #include "harness/instrument/instrument.h"
 #include "harness/instrument/phase.h"
 #include "harness/interrupt.h"
@@ -32,26 +33,6 @@
 namespace harness {
 namespace {
 
-
-// Connects a TraceRecorder to the phases and the instrument for its lifetime.
-class TraceAttachment {
- public:
-  TraceAttachment(TraceRecorder& trace, Instrument& instrument)
-      : trace_(trace), instrument_(instrument) {
-    add_phase_listener(&trace_);
-    instrument_.attach_trace(&trace_);
-  }
-  ~TraceAttachment() {
-    instrument_.attach_trace(nullptr);
-    remove_phase_listener(&trace_);
-  }
-  TraceAttachment(const TraceAttachment&) = delete;
-  TraceAttachment& operator=(const TraceAttachment&) = delete;
-
- private:
-  TraceRecorder& trace_;
-  Instrument& instrument_;
-};
 
 std::string join(const std::vector<std::string>& items) {
   std::string out;
@@ -166,27 +147,6 @@ ScenarioResult gather_rank_results(runtime::Communicator& comm, const RunReport&
   return merge_rank_results(per_rank);
 }
 
-// Ranks other than 0 hand their trace to rank 0, which returns the merged document.
-std::string gather_rank_traces(runtime::Communicator& comm, std::string mine) {
-  if (comm.rank() != 0) {
-    comm.store_set("trace/rank" + std::to_string(comm.rank()), mine);
-    return mine;
-  }
-  std::vector<std::string> documents = {std::move(mine)};
-  for (int r = 1; r < comm.world_size(); ++r) {
-    documents.push_back(comm.store_get("trace/rank" + std::to_string(r)));
-  }
-  return merge_traces(documents);
-}
-
-std::string trace_json(const TraceRecorder& trace, const Provenance& p) {
-  return trace.to_json({{"tool", "harness " + p.tool_version},
-                        {"git_sha", p.git_sha},
-                        {"device", p.device_name},
-                        {"instrument", p.instrument},
-                        {"started_at", p.started_at}});
-}
-
 // The ranks bench starts for these scenarios when --nproc does not say: the largest default world
 // size. Scenarios of one process run on rank 0 alone; any other world size must be that one.
 int scenario_world_size(const ChosenScenarios& chosen) {
@@ -254,7 +214,7 @@ ExitCode run_bench(const BenchOptions& o) {
   check_writable_destination(o.json_out, "--out");
   check_writable_destination(o.markdown_out, "--markdown");
   check_writable_destination(o.html_out, "--html");
-  check_writable_destination(o.trace_out, "--trace");
+  RunTrace::check_destination(o);
   check_writable_destination(o.gbench_out, "--gbench-out");
   if (o.gbench_repetitions && o.gbench_out.empty()) {
     throw InputError("--gbench-repetitions needs --gbench-out FILE");
@@ -323,13 +283,9 @@ ExitCode run_bench(const BenchOptions& o) {
   }
   reporters.on_run_start(report.provenance);
 
-  // With ranks every rank records its own trace (process "rank <r>"); rank 0 merges them.
-  std::optional<TraceRecorder> trace;
-  std::optional<TraceAttachment> attached;
-  if (!o.trace_out.empty()) {
-    attached.emplace(trace.emplace(), *instrument);
-    if (rank_env) trace->set_process(rank_env->rank, "rank " + std::to_string(rank_env->rank));
-  }
+  // With ranks every rank records its own trace (process "rank <r>").
+  std::optional<RunTrace> trace;
+  if (!o.trace_out.empty()) trace.emplace(o, *instrument, device, rank_env, comm.get());
   const TempDir scratch("harness-");
   std::string shared_dir = scratch.path();
   if (comm) {
@@ -351,22 +307,17 @@ ExitCode run_bench(const BenchOptions& o) {
   }
   std::vector<std::optional<ScenarioResult>> results(chosen.size());
   size_t gather_index = 0;
-  bool handed_trace = false;
   for (size_t i : order) {
     throw_if_stopped();
     auto& [info, scenario] = chosen[i];
     const bool solo = solo_below && scenario->default_world_size() == 1;
     if (solo && !leader) {
-      // This rank's part is over: rank 0 runs the rest alone, then merges the traces.
-      if (trace && !handed_trace) {
-        attached.reset();
-        gather_rank_traces(*comm, trace_json(*trace, report.provenance));
-        handed_trace = true;
-      }
+      // This rank's part is over: rank 0 runs the rest alone (and merges chrome traces).
+      if (trace) trace->finish(report.provenance, comm.get(), leader);
       break;
     }
     RunContext context{device, *instrument, o.run, progress, scratch.path(),
-                       trace ? &*trace : nullptr};
+                       trace ? &trace->recorder() : nullptr};
     context.comm = solo ? nullptr : comm.get();
     context.shared_dir = shared_dir;
     context.rank = rank_env ? rank_env->rank : 0;
@@ -397,12 +348,7 @@ ExitCode run_bench(const BenchOptions& o) {
   for (auto& r : results) {
     if (r) report.scenarios.push_back(std::move(*r));
   }
-  if (trace && !handed_trace) {
-    attached.reset();
-    std::string json = trace_json(*trace, report.provenance);
-    if (comm) json = gather_rank_traces(*comm, std::move(json));
-    if (leader) write_file_atomically(o.trace_out, json);
-  }
+  if (trace) trace->finish(report.provenance, comm.get(), leader);
   if (!leader) return ExitCode::Ok;  // rank 0 reports, for every rank
   reporters.on_run_done(report);
   if (!o.gbench_out.empty()) {

@@ -16,7 +16,8 @@ struct BenchOptions {
   std::string json_out;      // --out
   std::string markdown_out;  // --markdown
   std::string html_out;      // --html: the self-contained HTML page (with --baseline: side by side)
-  std::string trace_out;     // --trace
+  std::string trace_out;     // --trace: a file (chrome) or a directory (kineto)
+  std::string trace_format = "chrome";  // --trace-format: chrome | kineto
   std::string gbench_out;    // --gbench-out: Google Benchmark JSON
   bool gbench_repetitions = false;  // --gbench-repetitions: one entry per step
   std::vector<std::string> gates;

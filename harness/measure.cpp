@@ -136,6 +136,7 @@ void StepWindow::on_train_step_start(runtime::Trainer&, int64_t step) {
   if (step <= after_step_) return;
   instrument_.drain();  // what came before the step is not the step's time
   step_range_.emplace("step " + std::to_string(step));
+  trace_step_begin(step);
   counting_ = !interleave_ || window_steps_ % 2 == 0;
   if (counting_) {
     instrument_.start();
@@ -150,6 +151,7 @@ void StepWindow::on_train_step_start(runtime::Trainer&, int64_t step) {
 void StepWindow::on_train_step_end(runtime::Trainer&, int64_t) {
   if (!in_step_) return;
   instrument_.drain();
+  trace_step_end();
   step_range_.reset();
   const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          std::chrono::steady_clock::now() - started_)

@@ -101,11 +101,13 @@ void measure_optimizer_step(RunContext& ctx, const AdamOptions& options, int64_t
     Counting counting(ctx.instrument);
     const int64_t cpu0 = process_cpu_ns();
     const auto t0 = std::chrono::steady_clock::now();
+    trace_step_begin(s + 1);
     {
       Phase phase("optimizer.step");
       adam.step();
     }
     ctx.instrument.drain();
+    trace_step_end();
     step_ns.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(
                           std::chrono::steady_clock::now() - t0)
                           .count());

@@ -3,12 +3,16 @@
 #   1. the C++ build (scripts/setup.sh): the fidelity test runs bench beside torch.optim;
 #   2. the pinned Python environment in the machine-wide cache (scripts/python_env.sh; once);
 #   3. `pip install --no-build-isolation ./python` into it (incremental: build-python/, ccache);
-#   4. pytest python/tests.
+#   4. HolisticTraceAnalysis (python/requirements-trace.txt) when it is not importable: the trace
+#      test's optional dependency (skipped without it);
+#   5. pytest python/tests.
 # Not part of the README's two commands (the torch wheel and its CUDA wheels are 4.7 GB); CI runs
 # it (.ci/run). Arguments go to pytest, e.g. scripts/test_python.sh -k fidelity -s
+# Environment: BUILD_DIR (default build), as scripts/setup.sh; HARNESS_PYTHON_ENV (python_env.sh).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-$repo/build}
 say() { printf '[test-python] %s\n' "$*" >&2; }
 
 "$repo/scripts/setup.sh"
@@ -16,5 +20,10 @@ py=$("$repo/scripts/python_env.sh")
 say "installing harness_sim into $(dirname "$(dirname "$py")")"
 (cd "$repo" && "$py" -m pip install --no-build-isolation --disable-pip-version-check -q ./python) ||
   { say "error: pip could not build and install ./python"; exit 1; }
+if ! "$py" -c "import hta" 2>/dev/null; then
+  say "installing HolisticTraceAnalysis (python/requirements-trace.txt) for the trace test"
+  "$py" -m pip install -q --disable-pip-version-check -r "$repo/python/requirements-trace.txt" ||
+    say "warning: pip could not install python/requirements-trace.txt: the HTA test is skipped"
+fi
 cd "$repo"
-HARNESS_BENCH=$repo/build/bench/bench "$py" -m pytest python/tests -q -p no:cacheprovider "$@"
+HARNESS_BENCH=$build_dir/bench/bench "$py" -m pytest python/tests -q -p no:cacheprovider "$@"

@@ -1,6 +1,7 @@
 #include "harness/instrument/collector.h"
 
 #include <algorithm>
+#include <cctype>
 #include <string>
 
 #include "harness/instrument/phase.h"
@@ -37,11 +38,50 @@ void EventCollector::record_launch(std::string_view op, int64_t begin_ns) {
     launch_slot(op) += 1;
   }
   if (trace_) {
+    // The sim runs an op on the calling thread: its call is its launch, and its device slice
+    // spans the same time.
     const int64_t end = trace_clock_ns();
-    trace_->add_span("device ops", op, "kernel", begin_ns ? begin_ns : end, end,
-                     {{"phase", Phase::current_name()}});
+    const int64_t begin = begin_ns ? begin_ns : end;
+    const uint64_t correlation = trace_->next_correlation();
+    const TraceArgs args = {{"phase", Phase::current_name()}};
+    trace_->add_host_call(op, "cudaLaunchKernel", correlation, begin, end, args);
+    trace_->add_device_work(DeviceWork::Kernel, op, -1, kSimComputeStream, correlation, begin,
+                            end, args);
   }
 }
+
+namespace {
+
+}  // namespace
+
+std::string trace_memcpy_name(CopyKind kind, bool host_pinned, bool cross_device) {
+  const char* host = host_pinned ? "Pinned" : "Pageable";
+  switch (kind) {
+    case CopyKind::HostToDevice: return std::string("Memcpy HtoD (") + host + " -> Device)";
+    case CopyKind::DeviceToHost: return std::string("Memcpy DtoH (Device -> ") + host + ")";
+    case CopyKind::DeviceToDevice: break;
+  }
+  return cross_device ? "Memcpy PtoP (Device -> Device)" : "Memcpy DtoD (Device -> Device)";
+}
+
+namespace {
+
+// NCCL's kernel name for a c10d op ("all_reduce" -> ncclDevKernel_AllReduce).
+std::string nccl_kernel_name(const std::string& op) {
+  std::string camel;
+  bool upper = true;
+  for (char c : op) {
+    if (c == '_') {
+      upper = true;
+      continue;
+    }
+    camel += upper ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    upper = false;
+  }
+  return "ncclDevKernel_" + camel;
+}
+
+}  // namespace
 
 void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
                                  int64_t begin_ns, bool cross_device) {
@@ -59,11 +99,15 @@ void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
   }
   if (trace_) {
     const int64_t end = trace_clock_ns();
-    trace_->add_span("copies", to_string(kind), "memcpy", begin_ns ? begin_ns : end, end,
-                     {{"bytes", std::to_string(bytes)},
-                      {"host memory", host_pinned ? "pinned" : "pageable"},
-                      {"cross-device", cross_device ? "yes" : "no"},
-                      {"phase", Phase::current_name()}});
+    const int64_t begin = begin_ns ? begin_ns : end;
+    const uint64_t correlation = trace_->next_correlation();
+    TraceArgs args = {{"phase", Phase::current_name()}, {"kind", to_string(kind)}};
+    trace_->add_host_call("", "cudaMemcpyAsync", correlation, begin, end, args);
+    args["bytes"] = bytes;
+    args["host memory"] = host_pinned ? "pinned" : "pageable";
+    args["cross-device"] = cross_device;
+    trace_->add_device_work(DeviceWork::Memcpy, trace_memcpy_name(kind, host_pinned, cross_device), -1,
+                            kSimComputeStream, correlation, begin, end, std::move(args));
   }
 }
 
@@ -76,11 +120,9 @@ SyncSiteKey EventCollector::add_sync(std::string_view op, std::string_view reaso
   if (!trace_) return site;
   const int64_t now = trace_clock_ns();
   if (wait_ns < 0) {
-    trace_->add_instant("syncs", op, "sync", now,
-                        {{"reason", std::string(reason)}, {"phase", phase}});
+    trace_->add_instant("syncs", op, "sync", now, {{"reason", reason}, {"phase", phase}});
   } else {
-    trace_->add_span("syncs", op, "sync", now - wait_ns, now,
-                     {{"reason", std::string(reason)}, {"phase", phase}});
+    trace_->add_span("syncs", op, "sync", now - wait_ns, now, {{"reason", reason}, {"phase", phase}});
   }
   return site;
 }
@@ -109,8 +151,9 @@ void EventCollector::record_collective_wait(std::string_view op, int64_t wait_ns
   current_phase_counts().collective_waits += 1;
   if (trace_ && wait_ns >= 0) {
     const int64_t now = trace_clock_ns();
-    trace_->add_span("collectives", std::string(op) + " wait", "collective wait", now - wait_ns,
-                     now, {{"phase", Phase::current_name()}, {"host sync", "no (device-side)"}});
+    trace_->add_span("collective waits", std::string(op) + " wait", "collective wait",
+                     now - wait_ns, now,
+                     {{"phase", Phase::current_name()}, {"host sync", false}, {"op", op}});
   }
 }
 
@@ -119,9 +162,31 @@ void EventCollector::record_collective(std::string_view name, int64_t bytes) {
   auto& tally = current_phase_counts().collectives[std::string(name)];
   tally.count += 1;
   tally.bytes += bytes;
-  if (trace_) {
-    trace_->add_instant("collectives", name, "collective", trace_clock_ns(),
-                        {{"bytes", std::to_string(bytes)}, {"phase", Phase::current_name()}});
+}
+
+void EventCollector::record_collective_trace(const CollectiveTrace& c) {
+  if (!trace_) return;
+  const uint64_t correlation = trace_->next_correlation();
+  // The arguments PyTorch's profiler gives a collective (record_param_comms, and its kernel).
+  TraceArgs args = {{"Collective name", c.op},
+                    {"In msg nelems", c.in_nelems},
+                    {"Out msg nelems", c.out_nelems},
+                    {"Group size", c.group_size},
+                    {"dtype", c.dtype},
+                    {"Process Group Name", c.group_name},
+                    {"Process Group Description", c.group_desc},
+                    {"Rank", c.rank},
+                    {"bytes", c.bytes},
+                    {"phase", c.phase}};
+  trace_->add_host_call("record_param_comms", c.on_device ? "cudaLaunchKernel" : "", correlation,
+                        c.issued_ns, std::max(c.issued_ns, c.call_end_ns), args, c.thread);
+  if (c.on_device) {
+    trace_->add_device_work(DeviceWork::Collective, nccl_kernel_name(c.op), -1,
+                            kSimCollectiveStream, correlation, c.issued_ns, c.done_ns,
+                            std::move(args));
+  } else {
+    trace_->add_device_work(DeviceWork::HostCollective, "gloo:" + c.op, -1, kSimCollectiveStream,
+                            correlation, c.issued_ns, c.done_ns, std::move(args));
   }
 }
 
@@ -188,9 +253,16 @@ void record_sync(std::string_view op, std::string_view reason, int64_t wait_ns) 
 void record_collective(std::string_view name, int64_t bytes) noexcept {
   HARNESS_FORWARD_EVENT(record_collective(name, bytes));
 }
+void record_collective_trace(const CollectiveTrace& collective) noexcept {
+  HARNESS_FORWARD_EVENT(record_collective_trace(collective));
+}
 void record_stream_wait() noexcept { HARNESS_FORWARD_EVENT(record_stream_wait()); }
 #undef HARNESS_FORWARD_EVENT
 bool collecting() noexcept { return g_active.load(std::memory_order_acquire) != nullptr; }
+bool tracing() noexcept {
+  EventCollector* c = g_active.load(std::memory_order_acquire);
+  return c != nullptr && c->tracing();
+}
 int64_t begin_time() noexcept { return collecting() ? trace_clock_ns() : 0; }
 int64_t elapsed_since(int64_t begin) noexcept {
   return begin == 0 ? kNotTimed : std::max<int64_t>(0, trace_clock_ns() - begin);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 #include <utility>
@@ -22,6 +23,24 @@ class TraceRecorder;
 // A sync whose wait was not measured (the `wait_ns` argument of record_sync and
 // record_collective_sync).
 inline constexpr int64_t kNotTimed = -1;
+
+// A collective as the trace shows it, from issue to completion, with the arguments PyTorch's
+// profiler gives an NCCL kernel (the c10d backend fills it in: record_collective_trace).
+struct CollectiveTrace {
+  std::string op;  // "broadcast", "all_reduce", ...
+  int64_t bytes = 0;
+  int64_t in_nelems = 0, out_nelems = 0;
+  std::string dtype;  // as c10 names it: "Float", "Long", ...
+  int group_size = 0, rank = 0;
+  std::string group_name, group_desc;
+  bool on_device = true;  // false: on CPU tensors (no device work)
+  std::string phase;      // the innermost phase when it was issued
+  uint64_t thread = 0;    // the thread that issued it
+  int64_t issued_ns = 0, call_end_ns = 0, done_ns = 0;  // trace_clock_ns()
+};
+
+// A copy's device slice on the trace, named as CUPTI names it ("Memcpy HtoD (Pinned -> Device)").
+std::string trace_memcpy_name(CopyKind kind, bool host_pinned, bool cross_device);
 
 class EventCollector {
  public:
@@ -41,6 +60,8 @@ class EventCollector {
   // the sim spent in it, for the trace only.
   void record_collective_wait(std::string_view op, int64_t wait_ns = kNotTimed);
   void record_collective(std::string_view name, int64_t bytes);
+  // For the trace only (counted by record_collective when it was issued).
+  void record_collective_trace(const CollectiveTrace& collective);
   void record_stream_wait();
 
   Counts snapshot() const;
@@ -54,6 +75,7 @@ class EventCollector {
   void clear();
   // Also put every event on this timeline (nullptr: counts only).
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
+  bool tracing() const { return trace_ != nullptr; }
   // Called after each sync is counted (collective waits included), outside the collector's lock,
   // on the thread that synced: to note where a sync came from (the Python package records the
   // caller's frame). Set before counting starts; empty: none.
@@ -114,8 +136,11 @@ void record_collective_sync(std::string_view op, std::string_view reason,
                             int64_t wait_ns = kNotTimed) noexcept;
 void record_collective_wait(std::string_view op, int64_t wait_ns = kNotTimed) noexcept;
 void record_collective(std::string_view name, int64_t bytes) noexcept;
+void record_collective_trace(const CollectiveTrace& collective) noexcept;
 void record_stream_wait() noexcept;
 bool collecting() noexcept;
+// Whether the active collector also puts events on a trace.
+bool tracing() noexcept;
 // trace_clock_ns() while a collector is active, else 0 (so that timing costs nothing when off).
 int64_t begin_time() noexcept;
 // The time since `begin` (a begin_time()), for a sync's wait; kNotTimed when `begin` is 0 (no

@@ -5,7 +5,10 @@
 #include <cupti_runtime_cbid.h>
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
+#include <fstream>
 #include <map>
+#include <set>
 
 #include "harness/instrument/cupti/cupti_aggregator.h"
 #include "harness/instrument/trace.h"
@@ -233,7 +236,7 @@ TEST(CuptiAggregator, TraceHasKernelsCallsAndLaunchFlows) {
       ++kernels;
       EXPECT_EQ(e.at("args").at("phase"), "train.forward");
     }
-    if (track == "cuda api thread 9") {
+    if (track == "host thread 2") {  // not the thread that made the recorder
       ++calls;
       EXPECT_EQ(e.at("name"), std::string("cudaLaunch\\\"Kernel\"") +
                                   std::to_string(CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000));
@@ -246,7 +249,7 @@ TEST(CuptiAggregator, TraceHasKernelsCallsAndLaunchFlows) {
   ASSERT_EQ(finishes.size(), 2u);
   for (size_t i = 0; i < 2; ++i) {
     EXPECT_EQ(starts[i].at("id"), finishes[i].at("id"));
-    EXPECT_EQ(tracks.at(starts[i].at("tid")), "cuda api thread 9");
+    EXPECT_EQ(tracks.at(starts[i].at("tid")), "host thread 2");
     EXPECT_EQ(tracks.at(finishes[i].at("tid")), "gpu 0 stream 7");
     EXPECT_EQ(finishes[i].at("bp"), "e");
   }
@@ -697,6 +700,94 @@ TEST(CuptiInstrument, TheHolderCuptiNamesIsReported) {
   const std::string old_cupti =
       subscribe_failure_status(CUPTI_ERROR_MAX_LIMIT_REACHED, "CUPTI_ERROR_MAX_LIMIT_REACHED", "");
   EXPECT_EQ(old_cupti.rfind("degraded: CUPTI is held by ", 0), 0u) << old_cupti;
+}
+
+// A window of synthetic CUPTI records as both trace shapes: kernels (one call issuing two), a
+// pinned and a pageable copy, a memset, a stream synchronize, a call on another thread, inside
+// phases and a measured step. Checked here for the links; with HARNESS_TRACE_DUMP_DIR set, the
+// documents are also written there for the trace validator (ctest trace_check,
+// tests/cli/test_trace.py).
+TEST(CuptiAggregator, TraceFilesFromSyntheticRecords) {
+  TraceRecorder trace;
+  trace.set_device(0, "gpu", "NVIDIA (synthetic records)");
+  trace.set_process(1, "bench", 0, 1, "nccl");
+  CuptiAggregator a;
+  a.set_trace(&trace, [](bool driver, uint32_t cbid) {
+    if (driver) return std::string("cuDriver") + std::to_string(cbid);
+    switch (cbid) {
+      case CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000: return std::string("cudaLaunchKernel");
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020: return std::string("cudaMemcpyAsync");
+      case CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020: return std::string("cudaMemsetAsync");
+      default: return std::string("cudaStreamSynchronize");
+    }
+  });
+  const int64_t t0 = trace_clock_ns();
+  const uint64_t base = static_cast<uint64_t>(t0);
+  const uint64_t main_thread = trace_thread_id();
+  trace.section_begin("synthetic variant");
+  trace.step_begin(1);
+  trace.on_phase_begin("train.forward");
+  a.phase_began(a.phase_id("train.forward"), t0);
+  correlate(a, 1, "train.forward");
+  api_call(a, 1, base + 1000, base + 3000, main_thread);
+  kernel(a, 1, "ampere_sgemm", base + 5000, base + 9000, 7);
+  kernel(a, 1, "ampere_sgemm_epilogue", base + 9000, base + 9500, 7);
+  correlate(a, 2, "train.forward");
+  api_call(a, 2, base + 10000, base + 11000, main_thread,
+           CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020);
+  memcpy_record(a, 2, CUPTI_ACTIVITY_MEMCPY_KIND_HTOD, CUPTI_ACTIVITY_MEMORY_KIND_PINNED,
+                CUPTI_ACTIVITY_MEMORY_KIND_DEVICE, 4096, 1, base + 11500, base + 12500);
+  correlate(a, 3, "train.forward");
+  api_call(a, 3, base + 13000, base + 14000, main_thread,
+           CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020);
+  memset_record(a, 3, base + 14500, base + 15000);
+  api_call(a, 4, base + 16000, base + 17000, /*thread=*/main_thread + 1);  // the autograd thread
+  kernel(a, 4, "backward_kernel", base + 17500, base + 19000, 7);
+  correlate(a, 5, "train.forward");
+  api_call(a, 5, base + 20000, base + 30000, main_thread,
+           CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020);
+  memcpy_record(a, 5, CUPTI_ACTIVITY_MEMCPY_KIND_DTOH, CUPTI_ACTIVITY_MEMORY_KIND_DEVICE,
+                CUPTI_ACTIVITY_MEMORY_KIND_PAGEABLE, 8, 1, base + 20500, base + 21000);
+  correlate(a, 6, "train.forward");
+  api_call(a, 6, base + 30500, base + 40000, main_thread,
+           CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020);
+  sync_record(a, 6, CUPTI_ACTIVITY_SYNCHRONIZATION_TYPE_STREAM_SYNCHRONIZE, base + 30600,
+              base + 39900);
+  a.phase_ended(t0 + 50000);
+  const Counts c = a.resolve();
+  EXPECT_EQ(c.total().launches, 3);
+  EXPECT_EQ(c.total().h2d.count + c.total().d2h.count, 2);
+  // Phases and the step end after the records they hold.
+  while (trace_clock_ns() < t0 + 60000) {
+  }
+  trace.on_phase_end("train.forward");
+  trace.step_end();
+  trace.section_end("synthetic variant");
+
+  const std::string chrome = trace.to_json();
+  const std::string kineto = trace.to_kineto_json();
+  const nlohmann::json k = nlohmann::json::parse(kineto);
+  std::map<std::string, int> cats;
+  std::set<int64_t> calls, work;
+  for (const auto& e : k.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    cats[e.at("cat").get<std::string>()] += 1;
+    if (e.at("cat") == "cuda_runtime" && e.at("args").contains("correlation")) {
+      calls.insert(e.at("args").at("correlation").get<int64_t>());
+    }
+    if (e.at("args").contains("stream") && e.at("cat") != "cuda_runtime") {
+      work.insert(e.at("args").at("correlation").get<int64_t>());
+    }
+  }
+  EXPECT_EQ(cats["kernel"], 3);
+  EXPECT_EQ(cats["gpu_memcpy"], 2);
+  EXPECT_EQ(cats["gpu_memset"], 1);
+  EXPECT_EQ(work, (std::set<int64_t>{1, 2, 3, 4, 5}));
+  for (int64_t id : work) EXPECT_EQ(calls.count(id), 1u) << id;
+  if (const char* dir = std::getenv("HARNESS_TRACE_DUMP_DIR")) {
+    std::ofstream(std::string(dir) + "/cupti.chrome.json") << chrome;
+    std::ofstream(std::string(dir) + "/cupti.kineto.json") << kineto;
+  }
 }
 
 }  // namespace

@@ -37,6 +37,7 @@ TEST(Trace, NamesWithQuotesAndBackslashesStayValidJson) {
 
 TEST(Trace, PhasesAndCountedEventsAppearWithTheirPhase) {
   TraceRecorder trace;
+  trace.set_device(0, "sim", "sim");
   EventCollector collector;
   collector.set_trace(&trace);
   add_phase_listener(&trace);
@@ -46,34 +47,180 @@ TEST(Trace, PhasesAndCountedEventsAppearWithTheirPhase) {
     events::record_launch("aten::add_", events::begin_time());
     events::record_copy(CopyKind::DeviceToHost, 4, false);
     events::record_sync("aten::_local_scalar_dense", "item");
-    events::record_collective("broadcast", 64);
   }
   remove_phase_listener(&trace);
   const nlohmann::json doc = nlohmann::json::parse(trace.to_json());
   std::map<std::string, int> by_ph;
   std::map<int, std::string> thread_names;
+  std::map<std::string, nlohmann::json> by_cat;
   for (const auto& e : doc.at("traceEvents")) {
     by_ph[e.at("ph").get<std::string>()] += 1;
     if (e.at("ph") == "M" && e.at("name") == "thread_name") {
       thread_names[e.at("tid").get<int>()] = e.at("args").at("name").get<std::string>();
     }
-    if (e.at("ph") == "i") {
-      EXPECT_EQ(e.at("args").at("phase"), "optimizer.step");
-      if (e.at("cat") == "collective") {
-        EXPECT_EQ(e.at("name"), "broadcast");
-        EXPECT_EQ(e.at("args").at("bytes"), "64");
-      } else {
-        EXPECT_EQ(e.at("name"), "aten::_local_scalar_dense");
-      }
+    if (e.at("ph") == "X" || e.at("ph") == "i") {
+      EXPECT_EQ(e.at("args").at("phase"), "optimizer.step") << e.dump();
+      by_cat[e.at("cat").get<std::string>()] = e;
     }
   }
   EXPECT_EQ(by_ph["B"], 1);
   EXPECT_EQ(by_ph["E"], 1);
-  EXPECT_EQ(by_ph["X"], 2);  // the launch and the copy
-  EXPECT_EQ(by_ph["i"], 2);  // the sync and the collective
+  EXPECT_EQ(by_ph["X"], 4);  // the launch and the copy: each a host call and a device slice
+  EXPECT_EQ(by_ph["s"], 2);  // an arrow from each call to its slice
+  EXPECT_EQ(by_ph["f"], 2);
+  EXPECT_EQ(by_ph["i"], 1);  // the sync (untimed)
+  EXPECT_EQ(by_cat.at("launch").at("name"), "aten::add_");
+  EXPECT_EQ(by_cat.at("launch").at("args").at("api"), "cudaLaunchKernel");
+  EXPECT_EQ(by_cat.at("kernel").at("name"), "aten::add_");
+  EXPECT_EQ(by_cat.at("kernel").at("args").at("stream"), kSimComputeStream);
+  EXPECT_EQ(by_cat.at("cuda api").at("name"), "cudaMemcpyAsync");
+  EXPECT_EQ(by_cat.at("memcpy").at("name"), "Memcpy DtoH (Device -> Pageable)");
+  EXPECT_EQ(by_cat.at("memcpy").at("args").at("bytes"), 4);  // a number, not "4"
+  EXPECT_EQ(by_cat.at("kernel").at("args").at("correlation"),
+            by_cat.at("launch").at("args").at("correlation"));
   std::set<std::string> names;
   for (const auto& [_, n] : thread_names) names.insert(n);
-  EXPECT_EQ(names, (std::set<std::string>{"phases", "device ops", "copies", "syncs", "collectives"}));
+  EXPECT_EQ(names, (std::set<std::string>{"phases", "host", "sim 0 stream 7", "syncs"}));
+}
+
+// A collective is a span on its stream from issue to completion, with NCCL's arguments; those on
+// one stream run one after another; one on CPU tensors is on the collectives track.
+TEST(Trace, CollectivesAreSpansFromIssueToCompletion) {
+  TraceRecorder trace;
+  trace.set_device(1, "sim", "sim");
+  EventCollector collector;
+  collector.set_trace(&trace);
+  const int64_t t = trace_clock_ns();
+  CollectiveTrace c;
+  c.op = "all_reduce";
+  c.bytes = 64;
+  c.in_nelems = c.out_nelems = 16;
+  c.dtype = "Float";
+  c.group_size = 2;
+  c.rank = 1;
+  c.thread = trace_thread_id();
+  c.issued_ns = t;
+  c.call_end_ns = t + 1000;
+  c.done_ns = t + 50000;
+  CollectiveTrace second = c;  // issued before the first completed: it starts when that ends
+  second.op = "broadcast";
+  second.issued_ns = t + 2000;
+  second.call_end_ns = t + 3000;
+  second.done_ns = t + 80000;
+  CollectiveTrace host = c;
+  host.op = "barrier";
+  host.on_device = false;
+  {
+    ScopedCollection scope(collector);
+    events::record_collective_trace(c);
+    events::record_collective_trace(second);
+    events::record_collective_trace(host);
+  }
+  const nlohmann::json doc = nlohmann::json::parse(trace.to_json());
+  std::map<std::string, nlohmann::json> spans;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") == "X" && e.at("cat") == "collective") spans[e.at("name")] = e;
+  }
+  ASSERT_EQ(spans.size(), 3u);
+  const nlohmann::json& first = spans.at("ncclDevKernel_AllReduce");
+  EXPECT_NEAR(first.at("dur").get<double>(), 50.0, 1e-6);  // microseconds, issue to completion
+  EXPECT_EQ(first.at("args").at("Collective name"), "all_reduce");
+  EXPECT_EQ(first.at("args").at("In msg nelems"), 16);
+  EXPECT_EQ(first.at("args").at("Group size"), 2);
+  EXPECT_EQ(first.at("args").at("dtype"), "Float");
+  const nlohmann::json& next = spans.at("ncclDevKernel_Broadcast");
+  EXPECT_NEAR(next.at("ts").get<double>(),
+              first.at("ts").get<double>() + first.at("dur").get<double>(), 1e-6);
+  EXPECT_NEAR(next.at("dur").get<double>(), 30.0, 1e-6);
+  EXPECT_EQ(next.at("tid"), first.at("tid"));
+  EXPECT_NE(spans.at("gloo:barrier").at("tid"), first.at("tid"));
+}
+
+// Every track has the same id (and sort index) in every rank's process, whatever each rank used
+// first or at all.
+TEST(Trace, TracksHaveTheSameIdsOnEveryRank) {
+  auto tids = [](const TraceRecorder& trace) {
+    std::map<std::string, int> ids;
+    const nlohmann::json doc = nlohmann::json::parse(trace.to_json());
+    for (const auto& e : doc.at("traceEvents")) {
+      if (e.at("name") == "thread_name") {
+        ids[e.at("args").at("name").get<std::string>()] = e.at("tid").get<int>();
+      }
+      if (e.at("name") == "thread_sort_index") EXPECT_EQ(e.at("args").at("sort_index"), e.at("tid"));
+    }
+    return ids;
+  };
+  const int64_t t = trace_clock_ns();
+  TraceRecorder rank0, rank1;
+  rank0.set_process(0, "rank 0", 0, 2);
+  rank1.set_process(1, "rank 1", 1, 2);
+  rank0.add_span("syncs", "s", "sync", t, t + 10);
+  rank0.section_begin("v");
+  rank0.section_end("v");
+  rank0.on_phase_begin("p");
+  rank0.on_phase_end("p");
+  rank1.on_phase_begin("p");  // another order, no sync
+  rank1.on_phase_end("p");
+  rank1.section_begin("v");
+  rank1.section_end("v");
+  const std::map<std::string, int> a = tids(rank0), b = tids(rank1);
+  for (const std::string track : {"variants", "phases"}) EXPECT_EQ(a.at(track), b.at(track));
+  EXPECT_LT(a.at("variants"), a.at("phases"));
+  EXPECT_LT(a.at("phases"), a.at("syncs"));
+}
+
+// The Kineto shape: what HTA reads (see trace_kineto.cpp).
+TEST(Trace, KinetoShapeLinksCallsToDeviceWorkAndNamesSteps) {
+  TraceRecorder trace;
+  trace.set_process(1, "rank 1", 1, 2, "gloo");
+  trace.set_device(1, "sim", "sim");
+  EventCollector collector;
+  collector.set_trace(&trace);
+  add_phase_listener(&trace);
+  {
+    ScopedCollection scope(collector);
+    trace.step_begin(7);
+    Phase outer("optimizer.step");
+    events::record_launch("aten::add_", events::begin_time());
+    events::record_copy(CopyKind::HostToDevice, 16, true, events::begin_time());
+    events::record_sync("aten::_local_scalar_dense", "item", 100);
+  }
+  trace.step_end();
+  remove_phase_listener(&trace);
+  const nlohmann::json doc = nlohmann::json::parse(trace.to_kineto_json({{"tool", "t"}}));
+  EXPECT_EQ(doc.at("schemaVersion"), 1);
+  EXPECT_EQ(doc.at("distributedInfo").at("rank"), 1);
+  EXPECT_EQ(doc.at("distributedInfo").at("world_size"), 2);
+  EXPECT_EQ(doc.at("deviceProperties").at(0).at("id"), 1);
+  std::map<std::string, std::vector<nlohmann::json>> by_cat;
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") == "X") by_cat[e.at("cat")].push_back(e);
+  }
+  ASSERT_EQ(by_cat["cpu_op"].size(), 1u);
+  ASSERT_EQ(by_cat["cuda_runtime"].size(), 3u);  // the launch, the copy, the sync
+  ASSERT_EQ(by_cat["kernel"].size(), 1u);
+  ASSERT_EQ(by_cat["gpu_memcpy"].size(), 1u);
+  const nlohmann::json& kernel = by_cat["kernel"][0];
+  EXPECT_EQ(kernel.at("pid"), 1);  // the device's process
+  EXPECT_EQ(kernel.at("tid"), kSimComputeStream);
+  EXPECT_EQ(kernel.at("args").at("stream"), kSimComputeStream);
+  std::set<int64_t> launch_correlations;
+  for (const auto& call : by_cat["cuda_runtime"]) {
+    if (call.at("name") == "cudaLaunchKernel" || call.at("name") == "cudaMemcpyAsync") {
+      launch_correlations.insert(call.at("args").at("correlation").get<int64_t>());
+      EXPECT_FALSE(call.at("args").contains("stream"));  // host side, for HTA
+    } else {
+      EXPECT_EQ(call.at("name"), "cudaStreamSynchronize");
+    }
+  }
+  EXPECT_EQ(launch_correlations,
+            (std::set<int64_t>{kernel.at("args").at("correlation").get<int64_t>(),
+                               by_cat["gpu_memcpy"][0].at("args").at("correlation").get<int64_t>()}));
+  EXPECT_EQ(by_cat["gpu_memcpy"][0].at("name"), "Memcpy HtoD (Pinned -> Device)");
+  EXPECT_EQ(by_cat["cpu_op"][0].at("args").at("External id"), kernel.at("args").at("External id"));
+  std::set<std::string> annotations;
+  for (const auto& e : by_cat["user_annotation"]) annotations.insert(e.at("name"));
+  EXPECT_EQ(annotations, (std::set<std::string>{"ProfilerStep#0", "optimizer.step"}));
 }
 
 // A sync whose wait was measured is a span of that length on the syncs track, ending when it
@@ -108,9 +255,9 @@ TEST(Trace, ATimedSyncIsASpanOfItsWait) {
 
 TEST(Trace, RanksMergeIntoOneDocumentOnOneClock) {
   TraceRecorder rank0;
-  rank0.set_process(0, "rank 0");
+  rank0.set_process(0, "rank 0", 0, 2);
   TraceRecorder rank1;  // started later: its times move by the difference of the origins
-  rank1.set_process(1, "rank 1");
+  rank1.set_process(1, "rank 1", 1, 2);
   const int64_t t = trace_clock_ns();
   rank0.add_span("device ops", "op", "kernel", t, t + 1000);
   rank1.add_span("device ops", "op", "kernel", t, t + 1000);

@@ -325,40 +325,44 @@ void CuptiAggregator::trace_record(const Pending& p, const std::string& phase,
   const int64_t start = static_cast<int64_t>(p.start) + clock_offset_ns_;
   const int64_t end = static_cast<int64_t>(std::max(p.end, p.start)) + clock_offset_ns_;
   if (p.what == What::Sync) {
-    std::vector<std::pair<std::string, std::string>> args = {{"phase", phase}};
+    TraceArgs args = {{"phase", phase}};
     if (p.from_call) {
-      args.emplace_back("counted from", "api call, no record");
+      args["counted from"] = "api call, no record";
     } else {
-      args.emplace_back("stream", std::to_string(p.stream));
+      args["stream"] = p.stream;
     }
     trace_->add_span("syncs", p.name, "sync", start, end, std::move(args));
     return;
   }
-  const std::string track = p.what == What::StreamWait
-                                ? "syncs"
-                                : "gpu " + std::to_string(p.device) + " stream " +
-                                      std::to_string(p.stream);
-  std::vector<std::pair<std::string, std::string>> args = {{"phase", phase},
-                                                           {"correlation", std::to_string(p.correlation)}};
-  if (p.what == What::Memcpy) {
-    args.emplace_back("bytes", std::to_string(p.bytes));
-    args.emplace_back("host memory", p.host_pinned ? "pinned" : "pageable");
+  if (p.what == What::StreamWait) {
+    trace_->add_span("syncs", p.name, "stream wait", start, end,
+                     {{"phase", phase}, {"correlation", p.correlation}, {"stream", p.stream}});
+    return;
   }
-  const char* category = p.what == What::Kernel ? "kernel" : p.what == What::Memcpy ? "memcpy" : "gpu";
-  trace_->add_span(track, p.name, category, start, end, std::move(args));
+  TraceArgs args = {{"phase", phase}};
+  std::string name = p.name;
+  DeviceWork kind = DeviceWork::Kernel;
+  if (p.what == What::Memcpy) {
+    kind = DeviceWork::Memcpy;
+    name = trace_memcpy_name(p.copy_kind, p.host_pinned, p.cross_device);
+    args["bytes"] = p.bytes;
+    args["host memory"] = p.host_pinned ? "pinned" : "pageable";
+  } else if (p.what == What::Memset) {
+    kind = DeviceWork::Memset;
+    name = "Memset (Device)";
+  }
+  trace_->add_device_work(kind, name, static_cast<int>(p.device), p.stream, p.correlation, start,
+                          end, std::move(args));
   auto call = api_calls_.find(p.correlation);
   if (call == api_calls_.end() || call->second.start == 0) return;
+  if (!calls_traced.insert(p.correlation).second) return;  // one call, several records
   const ApiCall& c = call->second;
-  const std::string api_track = "cuda api thread " + std::to_string(c.thread);
-  const int64_t call_start = static_cast<int64_t>(c.start) + clock_offset_ns_;
-  if (calls_traced.insert(p.correlation).second) {
-    const std::string name = api_namer_ ? api_namer_(c.driver, c.cbid)
-                                        : (c.driver ? "driver cbid " : "runtime cbid ") + std::to_string(c.cbid);
-    trace_->add_span(api_track, name, "cuda api", call_start,
-                     static_cast<int64_t>(std::max(c.end, c.start)) + clock_offset_ns_,
-                     {{"phase", phase}, {"correlation", std::to_string(p.correlation)}});
-  }
-  trace_->add_flow("launch", next_flow_id_++, api_track, call_start, track, start);
+  const std::string api = api_namer_ ? api_namer_(c.driver, c.cbid)
+                                     : (c.driver ? "driver cbid " : "runtime cbid ") +
+                                           std::to_string(c.cbid);
+  trace_->add_host_call("", api, p.correlation, static_cast<int64_t>(c.start) + clock_offset_ns_,
+                        static_cast<int64_t>(std::max(c.end, c.start)) + clock_offset_ns_,
+                        {{"phase", phase}, {"cbid", c.cbid}}, c.thread);
 }
 
 Counts CuptiAggregator::resolve() {

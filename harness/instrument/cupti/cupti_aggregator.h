@@ -125,7 +125,6 @@ class CuptiAggregator {
   int home_device_ = -1;
   int64_t clock_offset_ns_ = 0;
   TraceRecorder* trace_ = nullptr;
-  uint64_t next_flow_id_ = 1;
   ApiNamer api_namer_;
 };
 

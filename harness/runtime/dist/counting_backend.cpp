@@ -2,17 +2,23 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <c10/core/ScalarType.h>
+
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <utility>
 
 #include "harness/instrument/collector.h"
+#include "harness/instrument/phase.h"
 #include "harness/instrument/sim/sim_device.h"
+#include "harness/instrument/trace.h"
 
 namespace harness::runtime {
 namespace {
@@ -71,14 +77,22 @@ class CountedWork final : public c10d::Work {
  public:
   CountedWork(c10::intrusive_ptr<c10d::Work> inner, const char* op, WaitKind kind,
               std::vector<at::Tensor> keep_alive, std::vector<at::Tensor> results,
-              std::function<void()> finish)
+              std::function<void()> finish, std::optional<CollectiveTrace> trace)
       : inner_(std::move(inner)),
         op_(op),
         kind_(kind),
         keep_alive_(std::move(keep_alive)),
         results_(std::move(results)),
-        completion_(std::make_shared<Completion>()) {
+        completion_(std::make_shared<Completion>()),
+        trace_(std::move(trace)) {
     completion_->finish = std::move(finish);
+    if (!trace_) return;
+    // When the inner work completes (on Gloo's thread), for the collective's span on the trace.
+    try {
+      inner_->getFuture()->addCallback(
+          [done = done_ns_](c10::ivalue::Future&) { done->store(trace_clock_ns()); });
+    } catch (...) {  // a work without a future: its span ends when it is waited for
+    }
   }
   // A work dropped without a wait (a prefetch left in flight by a stage that failed) is still
   // settled here, so that its memory is not freed later on Gloo's thread, in whatever phase runs
@@ -90,6 +104,7 @@ class CountedWork final : public c10d::Work {
     } catch (...) {  // timed out (a peer that never joins) or failed: nothing to free it here
       return;
     }
+    trace_completed();
     await_release_by_workers();
   }
   CountedWork(const CountedWork&) = delete;
@@ -108,6 +123,7 @@ class CountedWork final : public c10d::Work {
       case WaitKind::Barrier: events::record_collective_sync(op_, "barrier", waited); break;
     }
     waited_ = true;
+    if (done) trace_completed();
     if (done) await_release_by_workers();  // after the wait is timed: bookkeeping, not waiting
     return done;
   }
@@ -148,6 +164,17 @@ class CountedWork final : public c10d::Work {
   }
 
  private:
+  // The collective's span on the trace: from its issue to when the inner work completed (or, if
+  // that was not seen, to now, when it is known complete).
+  void trace_completed() noexcept {
+    if (!trace_) return;
+    const int64_t now = trace_clock_ns();
+    const int64_t done = done_ns_->load();
+    trace_->done_ns = done != 0 ? std::min(done, now) : now;
+    events::record_collective_trace(*trace_);
+    trace_.reset();
+  }
+
   // The inner backend's worker thread still holds the work (and through it the aliases, which
   // own the sim tensors' storage) for a moment after marking it complete. Were it the last owner,
   // device memory would be freed on that thread at a time that varies from run to run, and the
@@ -172,16 +199,51 @@ class CountedWork final : public c10d::Work {
   std::mutex future_mu_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   bool waited_ = false;
+  std::optional<CollectiveTrace> trace_;
+  std::shared_ptr<std::atomic<int64_t>> done_ns_ = std::make_shared<std::atomic<int64_t>>(0);
 };
+
+int64_t numel(const std::vector<at::Tensor>& tensors) {
+  int64_t n = 0;
+  for (const at::Tensor& t : tensors) n += t.numel();
+  return n;
+}
+
+// What the trace shows of a collective issued at `begin` (events::begin_time()): empty when no
+// trace is being recorded.
+std::optional<CollectiveTrace> trace_of(const c10d::Backend& backend, const char* op,
+                                        int64_t bytes, const std::vector<at::Tensor>& in,
+                                        const std::vector<at::Tensor>& out, WaitKind kind,
+                                        int64_t begin) {
+  if (begin == 0 || !events::tracing()) return std::nullopt;
+  CollectiveTrace t;
+  t.op = op;
+  t.bytes = bytes;
+  t.in_nelems = numel(in);
+  t.out_nelems = numel(out);
+  const std::vector<at::Tensor>& any = in.empty() ? out : in;
+  t.dtype = any.empty() ? "" : c10::toString(any.front().scalar_type());
+  t.group_size = backend.getSize();
+  t.rank = backend.getRank();
+  t.group_name = backend.getGroupUid();
+  t.group_desc = backend.getGroupDesc();
+  t.on_device = kind == WaitKind::Device;
+  t.phase = Phase::current_name();
+  t.thread = trace_thread_id();
+  t.issued_ns = begin;
+  t.call_end_ns = trace_clock_ns();
+  return t;
+}
 
 c10::intrusive_ptr<c10d::Work> counted(c10::intrusive_ptr<c10d::Work> work, const char* op,
                                        int64_t bytes, WaitKind kind,
                                        std::vector<at::Tensor> keep_alive,
                                        std::vector<at::Tensor> results,
+                                       std::optional<CollectiveTrace> trace,
                                        std::function<void()> finish = nullptr) {
   events::record_collective(op, bytes);
   return c10::make_intrusive<CountedWork>(std::move(work), op, kind, std::move(keep_alive),
-                                          std::move(results), std::move(finish));
+                                          std::move(results), std::move(finish), std::move(trace));
 }
 
 }  // namespace
@@ -195,14 +257,18 @@ const std::string CountingBackend::getBackendName() const {
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                           const c10d::BroadcastOptions& opts) {
+  const int64_t begin = events::begin_time();
   std::vector<at::Tensor> inner = for_inner(tensors);
   auto work = inner_->broadcast(inner, opts);
-  return counted(std::move(work), "broadcast", payload_bytes(tensors), wait_kind_of(tensors),
-                 std::move(inner), tensors);
+  const int64_t bytes = payload_bytes(tensors);
+  const WaitKind kind = wait_kind_of(tensors);
+  return counted(std::move(work), "broadcast", bytes, kind, std::move(inner), tensors,
+                 trace_of(*this, "broadcast", bytes, tensors, tensors, kind, begin));
 }
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                           const c10d::AllreduceOptions& opts) {
+  const int64_t begin = events::begin_time();
   std::vector<at::Tensor> inner = for_inner(tensors);
   // ReduceOp.AVG of integers, as NCCL does it: the sum divided by the ranks, truncated (Gloo's
   // AVG divides by a float and fails: "result type Float can't be cast to ... Long"). Lightning
@@ -219,13 +285,17 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::allreduce(std::vector<at::Tensor
     };
   }
   auto work = inner_->allreduce(inner, inner_opts);
-  return counted(std::move(work), "all_reduce", payload_bytes(tensors), wait_kind_of(tensors),
-                 std::move(inner), tensors, std::move(finish));
+  const int64_t bytes = payload_bytes(tensors);
+  const WaitKind kind = wait_kind_of(tensors);
+  return counted(std::move(work), "all_reduce", bytes, kind, std::move(inner), tensors,
+                 trace_of(*this, "all_reduce", bytes, tensors, tensors, kind, begin),
+                 std::move(finish));
 }
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
+  const int64_t begin = events::begin_time();
   std::vector<at::Tensor> inner_in = for_inner(inputs);
   std::vector<std::vector<at::Tensor>> inner_out;
   std::vector<at::Tensor> keep_alive = inner_in;
@@ -236,28 +306,40 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::allgather(
   auto work = inner_->allgather(inner_out, inner_in, opts);
   std::vector<at::Tensor> results;  // as Gloo's: the output tensors
   for (const auto& list : outputs) results.insert(results.end(), list.begin(), list.end());
-  return counted(std::move(work), "all_gather", payload_bytes(inputs), wait_kind_of(inputs),
-                 std::move(keep_alive), std::move(results));
+  const int64_t bytes = payload_bytes(inputs);
+  const WaitKind kind = wait_kind_of(inputs);
+  auto trace = trace_of(*this, "all_gather", bytes, inputs, results, kind, begin);
+  return counted(std::move(work), "all_gather", bytes, kind, std::move(keep_alive),
+                 std::move(results), std::move(trace));
 }
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
+  const int64_t begin = events::begin_time();
   std::vector<at::Tensor> inner = for_inner(std::vector<at::Tensor>{output, input});
   auto work = inner_->_allgather_base(inner[0], inner[1], opts);
-  return counted(std::move(work), "all_gather", static_cast<int64_t>(input.nbytes()),
-                 wait_kind_of({input}), std::move(inner), {output});
+  const int64_t bytes = static_cast<int64_t>(input.nbytes());
+  const WaitKind kind = wait_kind_of({input});
+  return counted(std::move(work), "all_gather", bytes, kind, std::move(inner), {output},
+                 trace_of(*this, "all_gather", bytes, {input}, {output}, kind, begin));
 }
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
+  const int64_t begin = events::begin_time();
   std::vector<at::Tensor> inner = for_inner(std::vector<at::Tensor>{output, input});
   auto work = inner_->_reduce_scatter_base(inner[0], inner[1], opts);
-  return counted(std::move(work), "reduce_scatter", static_cast<int64_t>(input.nbytes()),
-                 wait_kind_of({input}), std::move(inner), {output});
+  const int64_t bytes = static_cast<int64_t>(input.nbytes());
+  const WaitKind kind = wait_kind_of({input});
+  return counted(std::move(work), "reduce_scatter", bytes, kind, std::move(inner), {output},
+                 trace_of(*this, "reduce_scatter", bytes, {input}, {output}, kind, begin));
 }
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::barrier(const c10d::BarrierOptions& opts) {
-  return counted(inner_->barrier(opts), "barrier", 0, WaitKind::Barrier, {}, {});
+  const int64_t begin = events::begin_time();
+  auto work = inner_->barrier(opts);
+  return counted(std::move(work), "barrier", 0, WaitKind::Barrier, {}, {},
+                 trace_of(*this, "barrier", 0, {}, {}, WaitKind::Barrier, begin));
 }
 
 }  // namespace harness::runtime
