@@ -7,7 +7,7 @@
 #include <system_error>
 
 #include "harness/errors.h"
-#include "harness/report/atomic_write.h"
+#include "harness/report/io/atomic_write.h"
 
 namespace harness {
 namespace {

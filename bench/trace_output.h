@@ -9,7 +9,7 @@
 
 #include "bench/run.h"
 #include "harness/instrument/instrument.h"
-#include "harness/report/result.h"
+#include "harness/report/model/result.h"
 #include "harness/runtime/dist/communicator.h"
 #include "harness/runtime/dist/rank_env.h"
 
