@@ -50,10 +50,6 @@ void EventCollector::record_launch(std::string_view op, int64_t begin_ns) {
   }
 }
 
-namespace {
-
-}  // namespace
-
 std::string trace_memcpy_name(CopyKind kind, bool host_pinned, bool cross_device) {
   const char* host = host_pinned ? "Pinned" : "Pageable";
   switch (kind) {

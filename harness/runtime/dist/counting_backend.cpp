@@ -60,12 +60,11 @@ WaitKind wait_kind_of(const std::vector<at::Tensor>& tensors) {
 // is not NCCL's (an integer average: NCCL sums and divides in one kernel, Gloo's AVG divides by a
 // float and fails on integer tensors). Done once, by whoever sees the completion first: a wait,
 // the future's callback, or the work's destructor.
+// Made only for such a collective: every other one costs nothing here.
 struct Completion {
   std::once_flag once;
   std::function<void()> finish;
-  void run() {
-    if (finish) std::call_once(once, finish);
-  }
+  void run() { std::call_once(once, finish); }
 };
 
 // The inner backend's work, with the wait counted; keeps the aliases alive until it is done.
@@ -83,10 +82,11 @@ class CountedWork final : public c10d::Work {
         kind_(kind),
         keep_alive_(std::move(keep_alive)),
         results_(std::move(results)),
-        completion_(std::make_shared<Completion>()),
+        completion_(finish ? std::make_shared<Completion>() : nullptr),
         trace_(std::move(trace)) {
-    completion_->finish = std::move(finish);
+    if (completion_) completion_->finish = std::move(finish);
     if (!trace_) return;
+    done_ns_ = std::make_shared<std::atomic<int64_t>>(0);
     // When the inner work completes (on Gloo's thread), for the collective's span on the trace.
     try {
       inner_->getFuture()->addCallback(
@@ -100,7 +100,7 @@ class CountedWork final : public c10d::Work {
   ~CountedWork() override {
     if (waited_) return;
     try {
-      if (inner_->wait(kSettleTimeout)) completion_->run();
+      if (inner_->wait(kSettleTimeout)) finish_result();
     } catch (...) {  // timed out (a peer that never joins) or failed: nothing to free it here
       return;
     }
@@ -113,7 +113,7 @@ class CountedWork final : public c10d::Work {
   bool wait(std::chrono::milliseconds timeout) override {
     const int64_t begin = events::begin_time();
     const bool done = inner_->wait(timeout);
-    if (done) completion_->run();
+    if (done) finish_result();
     const int64_t waited = events::elapsed_since(begin);
     switch (kind_) {
       case WaitKind::Device: events::record_collective_wait(op_, waited); break;
@@ -156,7 +156,7 @@ class CountedWork final : public c10d::Work {
           if (inner.hasError()) {
             future->setError(inner.exception_ptr());
           } else {
-            completion->run();
+            if (completion) completion->run();
             future->markCompleted(c10::IValue(c10::List<at::Tensor>(results)));
           }
         });
@@ -164,12 +164,16 @@ class CountedWork final : public c10d::Work {
   }
 
  private:
+  void finish_result() {
+    if (completion_) completion_->run();
+  }
+
   // The collective's span on the trace: from its issue to when the inner work completed (or, if
   // that was not seen, to now, when it is known complete).
   void trace_completed() noexcept {
     if (!trace_) return;
     const int64_t now = trace_clock_ns();
-    const int64_t done = done_ns_->load();
+    const int64_t done = done_ns_ ? done_ns_->load() : 0;
     trace_->done_ns = done != 0 ? std::min(done, now) : now;
     events::record_collective_trace(*trace_);
     trace_.reset();
@@ -200,7 +204,7 @@ class CountedWork final : public c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   bool waited_ = false;
   std::optional<CollectiveTrace> trace_;
-  std::shared_ptr<std::atomic<int64_t>> done_ns_ = std::make_shared<std::atomic<int64_t>>(0);
+  std::shared_ptr<std::atomic<int64_t>> done_ns_;  // tracing only: when the inner work completed
 };
 
 int64_t numel(const std::vector<at::Tensor>& tensors) {
