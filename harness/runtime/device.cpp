@@ -2,6 +2,7 @@
 
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
+#include <c10/core/AutogradState.h>
 
 #include <cstdio>
 
@@ -56,6 +57,11 @@ DeviceSelection select_device(const std::string& requested) {
   if (requested == "auto") return select_device(cuda_usable() ? "cuda" : "sim");
   if (requested == "sim") {
     sim::initialize();
+    // Backward on this thread, as autograd runs it for CPU tensors: sim's kernels run on the
+    // host, so a device thread (CUDA's) would only hand each backward over and back, and run its
+    // own OpenMP team beside this thread's on the same cores (issue 26). What is counted is the
+    // same on either thread.
+    c10::AutogradState::get_tls_state().set_multithreading_enabled(false);
     return {DeviceKind::Sim, "simulated accelerator in host memory, " +
                                  std::to_string(sim::device_count()) + " devices"};
   }

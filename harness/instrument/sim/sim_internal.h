@@ -16,6 +16,8 @@ inline constexpr c10::DispatchKeySet kSimKeys{c10::DispatchKey::PrivateUse1};
 inline constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
 
 c10::Allocator* device_allocator();
+// This thread's current sim device (what the device guard sets).
+c10::DeviceIndex current_device() noexcept;
 // Grows or shrinks a sim storage in place (new device memory, contents kept up to the new size).
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
 // Registers the sim kernels and the boxed fallback with the dispatcher (called by initialize()).
@@ -31,6 +33,11 @@ c10::Storage cpu_view_of_storage(const c10::Storage& storage);
 c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::DeviceIndex index);
 // The reverse of cpu_view_of_storage: a sim storage over bytes a CPU kernel allocated.
 c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::DeviceIndex index);
+// Turns `output`, a fresh CPU tensor a sim op's CPU kernel returned, into a sim tensor of
+// sim:index in place, without a new TensorImpl or storage: only when nothing else holds it or
+// its storage and the counting CPU allocator made its bytes (they move to the device's account).
+// Returns false, changing nothing, otherwise.
+bool adopt_in_place(const at::Tensor& output, c10::DeviceIndex index);
 // A CPU tensor over the same memory as sim tensor `sim_tensor` (same geometry).
 at::Tensor cpu_alias(const at::Tensor& sim_tensor);
 

@@ -18,6 +18,7 @@
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
+#include <ATen/ops/_local_scalar_dense_native.h>
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/copy.h>
@@ -25,6 +26,7 @@
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <memory>
@@ -171,7 +173,8 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   // The sync's wait: reading the value back (on a GPU, also the work queued before it).
   const int64_t begin = events::begin_time();
-  at::Scalar value = cpu_alias(self).item();
+  // The CPU kernel reads the element in place (it needs host memory, not a CPU tensor).
+  at::Scalar value = at::native::_local_scalar_dense_cpu(self);
   const int64_t waited = events::elapsed_since(begin);
   // CUDA copies the value into a page-locked buffer (CUDAScalar.cu, _local_scalar_dense_cuda).
   events::record_copy(CopyKind::DeviceToHost, static_cast<int64_t>(self.element_size()),
@@ -205,12 +208,16 @@ bool map_tensors(c10::IValue& v, F&& f) {
   if (v.isTensor()) {
     v = f(v.toTensor());
   } else if (v.isTensorList()) {
+    const c10::List<at::Tensor> in = v.toTensorList();
     c10::List<at::Tensor> out;
-    for (const at::Tensor& t : v.toTensorList()) out.push_back(f(t));
+    out.reserve(in.size());
+    for (const at::Tensor& t : in) out.push_back(f(t));
     v = std::move(out);
   } else if (v.isOptionalTensorList()) {
+    const c10::List<std::optional<at::Tensor>> in = v.toOptionalTensorList();
     c10::List<std::optional<at::Tensor>> out;
-    for (std::optional<at::Tensor> t : v.toOptionalTensorList()) {
+    out.reserve(in.size());
+    for (std::optional<at::Tensor> t : in) {
       out.push_back(t.has_value() ? std::optional<at::Tensor>(f(*t)) : std::nullopt);
     }
     v = std::move(out);
@@ -230,6 +237,12 @@ class FallbackCall {
   // Replaces sim tensors among the arguments on the stack by CPU aliases.
   void alias_arguments(torch::jit::Stack* stack) {
     const size_t n = schema_.arguments().size();
+    size_t tensors = 0;  // one allocation for the aliases, however many (foreach: 4 lists)
+    for (size_t i = 0; i < n; ++i) {
+      const c10::IValue& v = (*stack)[stack->size() - n + i];
+      tensors += v.isTensor() ? 1 : v.isTensorList() ? v.toTensorList().size() : 0;
+    }
+    aliased_.reserve(tensors);
     for (size_t i = 0; i < n; ++i) {
       map_tensors((*stack)[stack->size() - n + i], [this](const at::Tensor& t) { return alias(t); });
     }
@@ -298,12 +311,13 @@ class FallbackCall {
       }
     }
     const c10::DeviceIndex index = device_ ? device_->index() : c10::DeviceIndex(0);
+    if (adopt_in_place(t, index)) return t;
     return make_tensor_on(sim_view_of_storage(t.storage(), index), kSimKeys, t);
   }
 
   const c10::FunctionSchema& schema_;
   const bool allow_host_tensors_;
-  std::vector<AliasedArg> aliased_;
+  c10::SmallVector<AliasedArg, 4> aliased_;
   std::optional<c10::Device> device_;
 };
 
@@ -325,8 +339,8 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const S
   }
   FallbackCall call(schema, rule != nullptr && rule->takes_host_index_tensors);
   call.alias_arguments(stack);
-  std::optional<c10::DeviceGuard> guard;
-  if (call.device()) guard.emplace(*call.device());
+  std::optional<c10::DeviceGuard> guard;  // only when the op's device is not the current one
+  if (call.device() && call.device()->index() != current_device()) guard.emplace(*call.device());
   {
     // What the CPU kernel allocates is the device's memory (see the top of this file).
     const memory::ChargeTo charge_to(call.device() ? call.device()->index() : memory::kHost);

@@ -197,6 +197,7 @@ std::once_flag g_init_once;
 }  // namespace
 
 c10::Allocator* device_allocator() { return &g_device_allocator; }
+c10::DeviceIndex current_device() noexcept { return t_current_device; }
 
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
   TORCH_CHECK(storage->resizable(), "sim: trying to resize a storage that is not resizable");

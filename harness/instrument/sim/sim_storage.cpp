@@ -10,7 +10,16 @@
 namespace harness::sim {
 namespace {
 
-void release_storage(void* ctx) { delete static_cast<c10::Storage*>(ctx); }
+// A DataPtr's context that keeps a storage alive: the StorageImpl itself, holding one reference
+// (no allocation of its own; a CPU alias is made for every sim argument of every op).
+void* hold_storage(const c10::Storage& storage) {
+  c10::StorageImpl* impl = storage.unsafeGetStorageImpl();
+  c10::raw::intrusive_ptr::incref(impl);
+  return impl;
+}
+void release_storage(void* ctx) {
+  (void)c10::intrusive_ptr<c10::StorageImpl>::reclaim(static_cast<c10::StorageImpl*>(ctx));
+}
 
 // Bytes a sim storage adopted that no counted allocator made: charged to the device here.
 struct AdoptedBytes {
@@ -35,7 +44,7 @@ at::Tensor make_tensor_on(c10::Storage storage, c10::DispatchKeySet keys, const 
 
 // Not counted: it allocates nothing (its DataPtr only keeps the sim storage alive).
 c10::Storage cpu_view_of_storage(const c10::Storage& storage) {
-  c10::DataPtr ptr(storage.mutable_data(), new c10::Storage(storage), &release_storage,
+  c10::DataPtr ptr(storage.mutable_data(), hold_storage(storage), &release_storage,
                    c10::Device(c10::DeviceType::CPU));
   return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr),
                       c10::GetCPUAllocator(), /*resizable=*/true);
@@ -47,7 +56,7 @@ c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::DeviceIndex index) {
   // as sim memory (a CPU view of a sim storage).
   if (memory::charge_to_device(storage.data_ptr(), index) ||
       storage.data_ptr().get_deleter() == &release_storage) {
-    return {storage.mutable_data(), new c10::Storage(storage), &release_storage, device};
+    return {storage.mutable_data(), hold_storage(storage), &release_storage, device};
   }
   const auto nbytes = static_cast<int64_t>(storage.nbytes());
   auto* adopted = new AdoptedBytes{storage, nbytes, index};
@@ -58,6 +67,27 @@ c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::DeviceIndex index) {
 c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::DeviceIndex index) {
   return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
                       adopt_bytes(storage, index), device_allocator(), /*resizable=*/true);
+}
+
+bool adopt_in_place(const at::Tensor& output, c10::DeviceIndex index) {
+  c10::TensorImpl* impl = output.unsafeGetTensorImpl();
+  if (output.use_count() != 1 || output.weak_use_count() != 1 || !impl->has_storage() ||
+      !impl->key_set().has(c10::DispatchKey::CPU) || !impl->allow_tensor_metadata_change()) {
+    return false;  // held elsewhere, or not a plain dense CPU tensor
+  }
+  c10::Storage storage = impl->storage();
+  c10::StorageImpl* bytes = storage.unsafeGetStorageImpl();
+  // Held by this tensor and by `storage` just above; its bytes from the counting CPU allocator,
+  // which moves their charge to the device's account (counted once).
+  if (storage.use_count() != 2 || !memory::charge_to_device(bytes->data_ptr(), index)) {
+    return false;
+  }
+  const c10::Device device(c10::DeviceType::PrivateUse1, index);
+  bytes->mutable_data_ptr().unsafe_set_device(device);
+  bytes->set_allocator(device_allocator());
+  impl->set_storage_keep_dtype(std::move(storage));  // the tensor's device: the storage's
+  impl->_change_backend_component_keys(device);      // CPU and AutogradCPU -> the sim's keys
+  return true;
 }
 
 at::Tensor cpu_alias(const at::Tensor& sim_tensor) {

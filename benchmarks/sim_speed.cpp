@@ -1,0 +1,215 @@
+// What the sim device costs against the plain CPU, op by op and per training step (issue 26).
+//
+// One interleaved run: each round times every case once on the CPU and once on sim (the order
+// alternating from round to round), so that a machine busy for a while slows both sides alike.
+// Sim is timed while the instrument counts, as in a bench run. Per case it prints the median time
+// on each device and the Hodges-Lehmann estimate of sim / cpu with its 95% distribution-free
+// interval (the statistics `bench compare` uses). Cases:
+//   add_        a.add_(1) on 4096 floats
+//   mm          at::mm of two 128x128 matrices
+//   foreach     _foreach_add_ over 100 tensors of 256 floats
+//   item        .item() of a one-element tensor (on sim: a D2H copy and a sync)
+//   step        a training step of resume_adam fresh/foreach at the small preset: forward,
+//               backward, foreach Adam, with the runtime's Trainer
+// Run: ./build/benchmarks/sim_speed [--rounds N] [--json FILE]. Targets (issue 26): a step within
+// 1.25x of the CPU, each op within 1.5x. Not a test: timings on a shared machine are noisy.
+#include <ATen/ATen.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "harness/instrument/collector.h"
+#include "harness/instrument/memory_ledger.h"
+#include "harness/report/compare/statistics.h"
+#include "harness/runtime/device.h"
+#include "harness/runtime/optim/adam.h"
+#include "harness/runtime/strategy.h"
+#include "harness/runtime/trainer.h"
+#include "scenarios/presets.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double elapsed_ns(Clock::time_point since) {
+  return static_cast<double>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - since).count());
+}
+
+// A case on one device: set up once, then time() gives one sample (ns per iteration).
+class Case {
+ public:
+  virtual ~Case() = default;
+  virtual std::vector<double> time() = 0;  // samples of this round
+};
+
+// An op repeated `iterations` times: one sample, the mean time of one call.
+class OpCase final : public Case {
+ public:
+  OpCase(std::function<void()> op, int iterations) : op_(std::move(op)), iterations_(iterations) {
+    for (int i = 0; i < 20; ++i) op_();  // warm-up: caches, allocator, first-call set-up
+  }
+  std::vector<double> time() override {
+    const auto begin = Clock::now();
+    for (int i = 0; i < iterations_; ++i) op_();
+    return {elapsed_ns(begin) / iterations_};
+  }
+
+ private:
+  std::function<void()> op_;
+  int iterations_;
+};
+
+// Times each training step of a Trainer (a TrainerCallback).
+class StepTimer final : public harness::runtime::TrainerCallback {
+ public:
+  void on_train_step_start(harness::runtime::Trainer&, int64_t) override { begin_ = Clock::now(); }
+  void on_train_step_end(harness::runtime::Trainer&, int64_t step) override {
+    if (step > kWarmupSteps) samples.push_back(elapsed_ns(begin_));
+  }
+  static constexpr int64_t kWarmupSteps = 5;
+  std::vector<double> samples;
+
+ private:
+  Clock::time_point begin_;
+};
+
+// A training run of `steps` steps: each measured step is one sample.
+class StepCase final : public Case {
+ public:
+  StepCase(const harness::runtime::DeviceSelection& device, int64_t steps)
+      : device_(device), steps_(steps) {}
+  std::vector<double> time() override {
+    harness::RunOptions options;  // the small preset
+    const harness::scenarios::TrainingPreset preset = harness::scenarios::training_preset(options);
+    harness::runtime::AdamOptions adam;
+    adam.impl = harness::runtime::AdamImpl::Foreach;
+    harness::runtime::MlpRegression model(preset.model(), adam);
+    harness::runtime::SyntheticRegressionData data(preset.data(device_.kind));
+    harness::runtime::SingleDeviceStrategy strategy(device_.device(0),
+                                                    harness::runtime::RestorePolicy::Rebuild);
+    harness::runtime::Trainer trainer(strategy, data, {steps_ + StepTimer::kWarmupSteps, 2});
+    StepTimer timer;
+    trainer.add_callback(&timer);
+    trainer.fit(model);
+    return timer.samples;
+  }
+
+ private:
+  harness::runtime::DeviceSelection device_;
+  int64_t steps_;
+};
+
+struct Row {
+  std::string name;
+  std::unique_ptr<Case> cpu, sim;
+  std::vector<double> cpu_ns, sim_ns;
+};
+
+std::unique_ptr<Case> op_case(const std::string& name, const c10::Device& device) {
+  const auto options = at::TensorOptions().device(device);
+  if (name == "add_") {
+    at::Tensor a = at::ones({4096}, options);
+    return std::make_unique<OpCase>([a]() mutable { a.add_(1); }, 2000);
+  }
+  if (name == "mm") {
+    at::Tensor a = at::rand({128, 128}).to(device), b = at::rand({128, 128}).to(device);
+    return std::make_unique<OpCase>([a, b] { (void)at::mm(a, b); }, 500);
+  }
+  if (name == "foreach") {
+    std::vector<at::Tensor> list;
+    for (int i = 0; i < 100; ++i) list.push_back(at::ones({256}, options));
+    return std::make_unique<OpCase>([list]() mutable { at::_foreach_add_(list, 1.0); }, 200);
+  }
+  // item
+  at::Tensor a = at::ones({1}, options);
+  return std::make_unique<OpCase>([a] { (void)a.item<float>(); }, 2000);
+}
+
+int usage(const char* why) {
+  std::fprintf(stderr, "sim_speed: %s\nusage: sim_speed [--rounds N] [--steps N] [--json FILE]\n",
+               why);
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 15;
+  int64_t steps = 30;
+  std::optional<std::string> json_path;
+  for (int i = 1; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (!std::strcmp(argv[i], "--rounds") && has_value) {
+      rounds = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--steps") && has_value) {
+      steps = std::atoll(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--json") && has_value) {
+      json_path = argv[++i];
+    } else {
+      return usage((std::string("unknown or incomplete argument ") + argv[i]).c_str());
+    }
+  }
+  if (rounds < 2 || steps < 1) return usage("--rounds must be at least 2, --steps at least 1");
+
+  // As bench does: the counting allocator first, then the devices (sim: backward on this thread).
+  harness::memory::install_host_counting();
+  const harness::runtime::DeviceSelection cpu = harness::runtime::select_device("cpu");
+  const harness::runtime::DeviceSelection sim = harness::runtime::select_device("sim");
+
+  std::vector<Row> rows;
+  for (const char* name : {"add_", "mm", "foreach", "item"}) {
+    rows.push_back({name, op_case(name, cpu.device(0)), op_case(name, sim.device(0)), {}, {}});
+  }
+  rows.push_back({"step", std::make_unique<StepCase>(cpu, steps),
+                  std::make_unique<StepCase>(sim, steps), {}, {}});
+
+  harness::EventCollector collector;  // sim counts as it does in bench; the CPU has nothing to count
+  for (int r = 0; r < rounds; ++r) {
+    std::fprintf(stderr, "\rround %d/%d", r + 1, rounds);
+    for (Row& row : rows) {
+      for (int side = 0; side < 2; ++side) {
+        const bool on_sim = (side + r) % 2 == 1;
+        std::optional<harness::ScopedCollection> counting;
+        if (on_sim) counting.emplace(collector);
+        std::vector<double> s = (on_sim ? row.sim : row.cpu)->time();
+        std::vector<double>& into = on_sim ? row.sim_ns : row.cpu_ns;
+        into.insert(into.end(), s.begin(), s.end());
+      }
+    }
+  }
+  std::fprintf(stderr, "\n");
+
+  nlohmann::json out = nlohmann::json::array();
+  std::printf("%-8s %12s %12s  %s\n", "case", "cpu median", "sim median",
+              "sim/cpu (Hodges-Lehmann, 95% interval)");
+  for (const Row& row : rows) {
+    const harness::RatioEstimate ratio = harness::hodges_lehmann_ratio(row.sim_ns, row.cpu_ns);
+    const double cpu_median = harness::median_of(row.cpu_ns);
+    const double sim_median = harness::median_of(row.sim_ns);
+    std::printf("%-8s %10.2f us %10.2f us  %s\n", row.name.c_str(), cpu_median / 1e3,
+                sim_median / 1e3, harness::format_ratio_estimate(ratio).c_str());
+    out.push_back({{"case", row.name},
+                   {"cpu_median_ns", cpu_median},
+                   {"sim_median_ns", sim_median},
+                   {"samples", row.sim_ns.size()},
+                   {"ratio", ratio.ratio ? nlohmann::json(*ratio.ratio) : nlohmann::json()},
+                   {"ratio_low", ratio.low ? nlohmann::json(*ratio.low) : nlohmann::json()},
+                   {"ratio_high", ratio.high ? nlohmann::json(*ratio.high) : nlohmann::json()}});
+  }
+  if (json_path) {
+    std::ofstream f(*json_path);
+    f << out.dump(2) << "\n";
+    if (!f) return usage(("cannot write " + *json_path).c_str());
+  }
+  return 0;
+}
