@@ -77,7 +77,8 @@ void define_flags(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   app.add_flag("--instrument-overhead", o.run.instrument_overhead,
                "Run every second measured step with the instrument off and report both step "
-               "times and their ratio (counts then cover the instrumented steps only)");
+               "times and their ratio, with a 95% interval (counts then cover the instrumented "
+               "steps only; the training scenarios measure 60 steps unless --steps is given)");
   app.add_flag("--nvtx-only", o.nvtx_only,
                "Count nothing and leave CUPTI to the profiler this runs under (nsys profile): "
                "phases, variants and steps are still NVTX ranges; counts are reported as null")

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "harness/interrupt.h"
+#include "harness/report/compare/statistics.h"
 
 namespace harness {
 namespace {
@@ -195,6 +196,17 @@ void StepWindow::finish(VariantResult& result) {
     ratio.value = *with->value / *without->value;
   }
   result.timing.push_back(std::move(ratio));
+  // The Hodges-Lehmann estimate of on / off over the interleaved steps and its 95%
+  // distribution-free interval (null when there are too few steps for one): a ratio whose
+  // interval holds 1 is noise.
+  const RatioEstimate hl = hodges_lehmann_ratio(as_samples(step_ns_), as_samples(uninstrumented_step_ns_));
+  result.timing.push_back({"instrument_overhead.ratio", hl.ratio, "ratio",
+                           "Hodges-Lehmann estimate of instrumented / uninstrumented step time "
+                           "(interleaved steps, same run)"});
+  result.timing.push_back({"instrument_overhead.ratio_low", hl.low, "ratio",
+                           "lower end of its 95% confidence interval"});
+  result.timing.push_back({"instrument_overhead.ratio_high", hl.high, "ratio",
+                           "upper end of its 95% confidence interval"});
 }
 
 void add_phase_times(VariantResult& result, const PhaseClock& clock) {

@@ -1,5 +1,7 @@
 #include "scenarios/presets.h"
 
+#include <algorithm>
+
 #include "harness/errors.h"
 #include "harness/runtime/dist/communicator.h"
 
@@ -41,7 +43,12 @@ TrainingPreset training_preset(const RunOptions& options, bool allow_large) {
                      (allow_large ? ", large" : "; large for sharded_setup only") + ")");
   }
   if (options.steps < 0) throw InputError("--steps must be positive");
-  if (options.steps > 0) p.steps_before = options.steps;
+  if (options.steps > 0) {
+    p.steps_before = options.steps;
+  } else if (options.instrument_overhead) {
+    // Enough interleaved steps a side for the on/off ratio's interval (StepWindow::finish).
+    p.steps_before = std::max(p.steps_before, kInstrumentOverheadSteps);
+  }
   return p;
 }
 

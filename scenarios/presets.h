@@ -35,7 +35,12 @@ void require_ranks(const RunContext& ctx, const std::string& scenario);
 // The ranks a scenario ran on, in its config: "world_size" and "backend".
 void describe_ranks(ScenarioResult& result, const RunContext& ctx);
 
-// The preset named by options.preset, with options.steps overriding the measured steps.
+// Measured steps of a training preset under --instrument-overhead when --steps is not given:
+// 30 with the instrument on and 30 off, so that the on/off ratio has a 95% interval.
+inline constexpr int64_t kInstrumentOverheadSteps = 60;
+
+// The preset named by options.preset, with options.steps overriding the measured steps (else,
+// with options.instrument_overhead, at least kInstrumentOverheadSteps).
 // `allow_large`: also `large` (1 GiB of parameters, for the sharded set-up on a big host).
 // Throws InputError for an unknown preset or a bad step count.
 TrainingPreset training_preset(const RunOptions& options, bool allow_large = false);

@@ -175,6 +175,11 @@ def main(argv: list[str]) -> int:
             cuda = AsCuda()
             cuda.install()
         phases.install()
+        # Backward on this thread, as autograd runs it for CPU tensors: sim's kernels run on the
+        # host, so CUDA's device thread would only hand each backward over and back and run a
+        # second OpenMP team on the same cores. What is counted is the same (issue 26).
+        import torch
+        torch._C._set_multithreading_enabled(False)
         if args.steps_from == "optimizer":
             import torch.optim.optimizer as optimizer
             hooks.append(optimizer.register_optimizer_step_post_hook(

@@ -342,6 +342,17 @@ class InstrumentOverhead(unittest.TestCase):
         self.assertGreater(timing["instrument_overhead.median_ratio"], 0)
         self.assertNotIn("step_time_uninstrumented.count", plain["timing"])
 
+    def test_without_steps_it_measures_enough_steps_for_an_interval(self):
+        mixed = self.run_bench("--instrument-overhead")
+        timing = mixed["timing"]
+        self.assertEqual(timing["step_time.count"], 30)
+        self.assertEqual(timing["step_time_uninstrumented.count"], 30)
+        low, ratio, high = (timing["instrument_overhead." + k]
+                            for k in ("ratio_low", "ratio", "ratio_high"))
+        self.assertIsNotNone(low)
+        self.assertLessEqual(low, ratio)
+        self.assertLessEqual(ratio, high)
+
 
 class GateFailures(unittest.TestCase):
     def test_violated_rule_exits_1_and_names_it(self):

@@ -161,6 +161,12 @@ TEST(StepWindow, InstrumentOverheadModeCountsEverySecondStepAndTimesTheOthers) {
   const std::optional<double> ratio = timing("instrument_overhead.median_ratio");
   ASSERT_TRUE(ratio.has_value());
   EXPECT_GT(*ratio, 0.0);
+  // The Hodges-Lehmann estimate is there; 3 against 2 steps are too few for a 95% interval.
+  const std::optional<double> hl = timing("instrument_overhead.ratio");
+  ASSERT_TRUE(hl.has_value());
+  EXPECT_GT(*hl, 0.0);
+  EXPECT_FALSE(timing("instrument_overhead.ratio_low").has_value());
+  EXPECT_FALSE(timing("instrument_overhead.ratio_high").has_value());
   EXPECT_FALSE(events::collecting());
 }
 

@@ -60,21 +60,31 @@ std::string render_sync_sites(const ScenarioResult& s) {
 
 // With --instrument-overhead: each variant's median step with the instrument on and off.
 std::string render_instrument_overhead(const ScenarioResult& s) {
-  TextTable table({"variant", "median step, instrument on", "off", "on / off"}, "lrrr");
+  TextTable table({"variant", "median step, instrument on", "off", "on / off", "95% interval"},
+                  "lrrrr");
   bool any = false;
   for (const auto& v : s.variants) {
     const Measurement* on = find_metric(v, "timing.step_time.median");
     const Measurement* off = find_metric(v, "timing.step_time_uninstrumented.median");
-    const Measurement* ratio = find_metric(v, "timing.instrument_overhead.median_ratio");
+    const Measurement* ratio = find_metric(v, "timing.instrument_overhead.ratio");
+    if (ratio == nullptr) ratio = find_metric(v, "timing.instrument_overhead.median_ratio");
     if (on == nullptr || off == nullptr || ratio == nullptr) continue;
+    const Measurement* low = find_metric(v, "timing.instrument_overhead.ratio_low");
+    const Measurement* high = find_metric(v, "timing.instrument_overhead.ratio_high");
     auto duration = [](const Measurement* m) {
       return m->value ? format_duration_ns(*m->value) : std::string("-");
     };
+    const std::string interval =
+        low && low->value && high && high->value
+            ? "[" + format_ratio(*low->value) + ", " + format_ratio(*high->value) + "]"
+            : std::string("too few steps");
     table.add_row({v.name, duration(on), duration(off),
-                   ratio->value ? format_ratio(*ratio->value) : std::string("-")});
+                   ratio->value ? format_ratio(*ratio->value) : std::string("-"), interval});
     any = true;
   }
-  return any ? "\n  instrument overhead (interleaved steps, same run)\n" + table.render("  ") : "";
+  return any ? "\n  instrument overhead (interleaved steps, same run; Hodges-Lehmann on / off)\n" +
+                   table.render("  ")
+             : "";
 }
 
 // With --phases: per variant, each timed phase's counts per step and its median host time.
