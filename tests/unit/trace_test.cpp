@@ -52,9 +52,9 @@ TEST(Trace, SectionsAtPastTimesSortIntoPlace) {
   std::vector<std::pair<std::string, double>> order;
   const nlohmann::json doc = nlohmann::json::parse(trace.to_json());
   for (const auto& e : doc.at("traceEvents")) {
-    if (e.at("ph") != "M") order.emplace_back(e.at("ph").get<std::string>() + " " +
-                                              e.at("name").get<std::string>(),
-                                              e.at("ts").get<double>());
+    if (e.at("ph") == "M") continue;
+    order.emplace_back(e.at("ph").get<std::string>() + " " + e.at("name").get<std::string>(),
+                       e.at("ts").get<double>());
   }
   const double base = static_cast<double>(t0 - trace.origin_ns()) / 1000.0;
   const std::vector<std::pair<std::string, double>> want = {
