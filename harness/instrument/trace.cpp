@@ -70,16 +70,16 @@ void TraceRecorder::on_phase_end(const char* name) noexcept {
   }
 }
 
-void TraceRecorder::section_begin(const std::string& name) noexcept {
+void TraceRecorder::section_begin(const std::string& name, int64_t at_ns) noexcept {
   try {
-    add({Kind::Begin, "variants", name, "variant", trace_clock_ns()});
+    add({Kind::Begin, "variants", name, "variant", at_ns != 0 ? at_ns : trace_clock_ns()});
   } catch (...) {
   }
 }
 
-void TraceRecorder::section_end(const std::string& name) noexcept {
+void TraceRecorder::section_end(const std::string& name, int64_t at_ns) noexcept {
   try {
-    add({Kind::End, "variants", name, "variant", trace_clock_ns()});
+    add({Kind::End, "variants", name, "variant", at_ns != 0 ? at_ns : trace_clock_ns()});
   } catch (...) {
   }
 }

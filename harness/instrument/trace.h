@@ -53,9 +53,11 @@ class TraceRecorder final : public PhaseListener {
 
   void on_phase_begin(const char* name) noexcept override;
   void on_phase_end(const char* name) noexcept override;
-  // Brackets one variant of one scenario on the "variants" track.
-  void section_begin(const std::string& name) noexcept;
-  void section_end(const std::string& name) noexcept;
+  // Brackets one variant of one scenario on the "variants" track, at `at_ns` (trace_clock_ns();
+  // 0: now). A section may end at a time already past (harness_sim's run knows which step was
+  // the last only when the program ends).
+  void section_begin(const std::string& name, int64_t at_ns = 0) noexcept;
+  void section_end(const std::string& name, int64_t at_ns = 0) noexcept;
   // A measured step, numbered as the trainer numbers it: "step N" on the "steps" track;
   // ProfilerStep#K in the Kineto shape, K counting this recorder's measured steps from 0. A step
   // that never ends leaves nothing.

@@ -103,6 +103,7 @@ CountSession::CountSession()
 
 CountSession::~CountSession() {
   if (active_) instrument_->stop();
+  instrument_->attach_trace(nullptr);
   phase_clock_.end_step();
 }
 
@@ -122,6 +123,12 @@ void CountSession::stop() {
   for (auto& [site, where] : live_frames_->take()) {
     for (auto& [frame, n] : where) frames_[site][frame] += n;
   }
+}
+
+void CountSession::set_trace(std::shared_ptr<TraceRecorder> trace) {
+  if (active_) throw std::logic_error("set_trace() while the session counts: stop it first");
+  instrument_->attach_trace(trace.get());
+  trace_ = std::move(trace);
 }
 
 void CountSession::begin_step() {

@@ -13,6 +13,7 @@
 
 #include "harness/instrument/counts.h"
 #include "harness/instrument/instrument.h"
+#include "harness/instrument/trace.h"
 #include "harness/measure.h"
 #include "harness/report/model/result.h"
 
@@ -52,6 +53,10 @@ class CountSession {
   void rewind();
   bool marked() const { return mark_.has_value(); }
 
+  // Also put what the instrument sees on `trace` (nullptr: off), which the session keeps alive
+  // while it is attached. Only while the session is stopped (std::logic_error otherwise).
+  void set_trace(std::shared_ptr<TraceRecorder> trace);
+
   // Everything counted so far (the with-block, steps or not).
   const Counts& counts() const { return counts_; }
   int64_t steps() const { return static_cast<int64_t>(step_ns_.size()); }
@@ -64,6 +69,7 @@ class CountSession {
 
  private:
   std::unique_ptr<Instrument> instrument_;
+  std::shared_ptr<TraceRecorder> trace_;
   std::shared_ptr<SyncFrames> live_frames_;
   bool active_ = false;
   bool in_step_ = false;

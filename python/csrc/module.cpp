@@ -11,8 +11,10 @@
 #include <pybind11/stl.h>
 
 #include "count_session.h"
+#include "trace_session.h"
 #include "harness/errors.h"
 #include "harness/instrument/sim/sim_device.h"
+#include "harness/report/io/atomic_write.h"
 #include "harness/report/io/json_report.h"
 #include "harness/runtime/dist/counting_backend.h"
 
@@ -112,7 +114,7 @@ Provenance provenance_from(const py::dict& p) {
   out.build_type = text("build_type");
   out.libtorch_version = text("libtorch_version");
   out.device = "sim";
-  out.device_name = "simulated accelerator in host memory (harness_sim in Python)";
+  out.device_name = kSimDeviceName;
   out.instrument = "dispatcher";
   out.instrument_status = "ok";
   out.hostname = text("hostname");
@@ -192,7 +194,40 @@ PYBIND11_MODULE(_C, m) {
       .def("mark", &CountSession::mark)
       .def("rewind", &CountSession::rewind)
       .def_property_readonly("marked", &CountSession::marked)
-      .def("counts", &counts_dict);
+      .def("counts", &counts_dict)
+      .def(
+          "set_trace",
+          [](CountSession& s, const TraceSession* trace) {
+            s.set_trace(trace ? trace->recorder() : nullptr);
+          },
+          py::arg("trace").none(true));
+
+  // `python -m harness_sim run --trace`: the timeline of the sessions attached to it, with steps
+  // and sections that run's step windows mark, written as bench's --trace.
+  py::class_<TraceSession>(m, "TraceSession")
+      .def(py::init<const std::string&>(), py::arg("process"))
+      .def_static("now", &trace_clock_ns)  // the trace's clock (ns), for section times
+      .def("step_begin", [](TraceSession& t, int64_t step) { t.recorder()->step_begin(step); })
+      .def("step_end", [](TraceSession& t) { t.recorder()->step_end(); })
+      .def(
+          "section_begin",
+          [](TraceSession& t, const std::string& name, int64_t at_ns) {
+            t.recorder()->section_begin(name, at_ns);
+          },
+          py::arg("name"), py::arg("at_ns") = 0)
+      .def(
+          "section_end",
+          [](TraceSession& t, const std::string& name, int64_t at_ns) {
+            t.recorder()->section_end(name, at_ns);
+          },
+          py::arg("name"), py::arg("at_ns") = 0)
+      .def("stop", &TraceSession::stop)
+      .def("write", &TraceSession::write, py::arg("path"), py::arg("format"),
+           py::arg("metadata"));
+  // bench's check of an output path before a run (InputError naming `flag`), and where a
+  // --trace-format kineto directory puts rank `rank`'s file.
+  m.def("check_writable", &check_writable_destination, py::arg("path"), py::arg("flag"));
+  m.def("kineto_trace_file", &kineto_trace_file, py::arg("dir"), py::arg("rank"));
 
   m.def("write_report", &write_report, py::arg("path"), py::arg("provenance"),
         py::arg("warnings"), py::arg("scenario"), py::arg("description"),

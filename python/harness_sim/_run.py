@@ -53,6 +53,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-g", "--gate", action="append", default=[],
                    help="evaluate this gate file on the report; exit 1 if a rule fails "
                         "(repeatable; needs the bench binary)")
+    p.add_argument("--trace", metavar="PATH",
+                   help="write a timeline of the program as bench --trace does (atomically): "
+                        "steps, phases, every launch, copy, sync and collective")
+    p.add_argument("--trace-format", choices=("chrome", "kineto"), default="chrome",
+                   help="chrome (default): one Chrome/Perfetto JSON file; kineto: PATH is a "
+                        "directory, and rank0.pt.trace.json in it is shaped as PyTorch's "
+                        "profiler writes it (HolisticTraceAnalysis reads it)")
     p.add_argument("--baseline", help="baseline report for the gates' baseline rules and --html")
     p.add_argument("--html", help="write bench's HTML page of the report (needs the bench binary)")
     p.add_argument("--bench", help="the bench binary for --gate / --html (default: $HARNESS_BENCH, "
@@ -126,8 +133,13 @@ def main(argv: list[str]) -> int:
             return _usage(parser, f"{what} {path}: its directory does not exist")
 
     import harness_sim  # noqa: F401  (registers sim, torch.sim, the c10d backend)
-    from . import _counting
+    from . import _C, _counting
     from ._windows import RangePhases, StepWindows
+
+    if args.trace:  # an unwritable --trace is found now, not after the program ran
+        message = _check_trace(args.trace, args.trace_format)
+        if message:
+            return _usage(parser, message)
 
     name = args.scenario or (os.path.splitext(os.path.basename(script))[0] if script else module)
     out = args.out
@@ -156,7 +168,8 @@ def main(argv: list[str]) -> int:
                                     f"python -m harness_sim run: {cfg['program']}", window, cfg,
                                     [(n, {}, s) for n, s in variants])
 
-    windows = StepWindows(args.skip_steps, write)
+    trace = _C.TraceSession(f"harness_sim run: {name}") if args.trace else None
+    windows = StepWindows(args.skip_steps, write, trace)
     phases = RangePhases()
     cuda = None
     hooks = []
@@ -218,28 +231,83 @@ def main(argv: list[str]) -> int:
             h.remove()
         _lightning_run.deactivate()
         phases.uninstall()
+        if trace is not None:
+            trace.stop()  # after the phases the program left open have closed
         if cuda is not None:
             cuda.uninstall()
         sys.argv = old_argv
         if old_path0 is not None:
             sys.path[0] = old_path0
-        signal.signal(signal.SIGTERM, old_term)
 
-    if status != EXIT_OK:
-        shutil.rmtree(workdir, ignore_errors=True)
-        return status
+    # The outputs, each written atomically; SIGINT / SIGTERM while they are written (the handler
+    # runs between Python calls, so never inside one) removes those already written: nothing is
+    # written unless run exits 0 or 1.
+    written: list[str] = []
     try:
+        if status != EXIT_OK:
+            return status
         windows.write_final(report_path)
+        written += [out] if out else []
+        if trace is not None:
+            trace.write(args.trace, args.trace_format, _trace_metadata(config))
+            written.append(args.trace if args.trace_format == "chrome" else
+                           _C.kineto_trace_file(args.trace, 0))
         if not args.quiet:
-            _summary(windows, name, args.skip_steps, report_path if out else None)
+            _summary(windows, name, args.skip_steps, report_path if out else None,
+                     written[-1] if trace is not None else None)
         if bench is not None:
             status = _gates(bench, report_path, args)
+    except _C.InputError as e:  # an output could not be written (a full disk, ...)
+        print(f"python -m harness_sim run: error: {e}", file=sys.stderr)
+        status = EXIT_USAGE
+    except KeyboardInterrupt:
+        status = 130
+    except _Terminated:
+        status = 143
     finally:
+        signal.signal(signal.SIGTERM, old_term)
         shutil.rmtree(workdir, ignore_errors=True)
+        if status not in (EXIT_OK, EXIT_GATE):
+            for path in written:
+                if path != "-" and os.path.isfile(path):
+                    os.unlink(path)
     return status
 
 
-def _summary(windows, name: str, skip: int, out: str | None) -> None:
+def _check_trace(path: str, fmt: str) -> str | None:
+    """Why --trace PATH cannot be written as --trace-format asks (None: it can), as bench
+    checks it: chrome, a file whose directory exists and is writable; kineto, a directory
+    (created now) in which rank0.pt.trace.json can be written."""
+    from . import _C
+    target = path
+    if fmt == "kineto":
+        if path == "-":
+            return "--trace -: --trace-format kineto writes a file into a directory"
+        if os.path.exists(path) and not os.path.isdir(path):
+            return (f"--trace {path}: is not a directory (--trace-format kineto writes "
+                    "rank0.pt.trace.json into one)")
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            return f"--trace {path}: {e.strerror}"
+        target = _C.kineto_trace_file(path, 0)
+    try:
+        _C.check_writable(target, "--trace")
+    except _C.InputError as e:
+        return str(e)
+    return None
+
+
+def _trace_metadata(config: dict) -> dict:
+    """The trace's otherData (with the device and instrument, which TraceSession adds)."""
+    from . import _counting
+    p = _counting._provenance()
+    return {"tool": p["tool_version"], "started_at": p["started_at"],
+            "libtorch_version": p["libtorch_version"], "program": config["program"],
+            "args": config["args"]}
+
+
+def _summary(windows, name: str, skip: int, out: str | None, trace: str | None = None) -> None:
     f = windows.figures()
     w = sys.stderr.write
     w(f"harness_sim run: {name}: {windows.seen} steps, {windows.counted} counted "
@@ -271,6 +339,8 @@ def _summary(windows, name: str, skip: int, out: str | None) -> None:
         w("  no step counted: the report has no per-step figures\n")
     if out:
         w(f"  report: {out}\n")
+    if trace:
+        w(f"  trace: {trace}\n")
 
 
 def _gates(bench: str, report: str, args) -> int:

@@ -37,7 +37,7 @@ class StepWindows:
     last step. ``boundary()`` is called at the end of every step (an ``optimizer.step()``, or a
     Lightning training batch); ``write_final(path)`` writes the report as of the last one."""
 
-    def __init__(self, skip: int, write: Callable[[str, list], None]):
+    def __init__(self, skip: int, write: Callable[[str, list], None], trace=None):
         if skip < 0:
             raise ValueError("--skip-steps must be >= 0")
         self.skip = skip
@@ -45,6 +45,14 @@ class StepWindows:
         self._write = write
         self.before = _C.CountSession()
         self.steps = _C.CountSession()
+        # --trace: both sessions' events on one timeline (_C.TraceSession), with the counted
+        # steps as steps and, when the program ends, sections named as the report's variants.
+        self._trace = trace
+        self._started_ns = self._steps_from_ns = self._last_boundary_ns = 0
+        if trace is not None:
+            self.before.set_trace(trace)
+            self.steps.set_trace(trace)
+            self._started_ns = trace.now()
         self._at_last_boundary: dict | None = None  # steps' counts at the last counted boundary
         self.after: dict | None = None
         self._thread = threading.get_ident()
@@ -57,6 +65,10 @@ class StepWindows:
     def _open_window(self) -> None:
         self.steps.start()
         self.steps.begin_step()
+        if self._trace is not None:
+            if not self._steps_from_ns:
+                self._steps_from_ns = self._trace.now()
+            self._trace.step_begin(self.seen + 1)  # the program's step this window ends at
 
     def boundary(self) -> None:
         """The end of a step: closes its window (if counted) and opens the next."""
@@ -70,6 +82,9 @@ class StepWindows:
             self._open_window()
             return
         self.steps.end_step()
+        if self._trace is not None:
+            self._trace.step_end()
+            self._last_boundary_ns = self._trace.now()
         self.steps.stop()
         self.steps.mark()
         self._open_window()
@@ -88,6 +103,10 @@ class StepWindows:
             self.before.stop()
         if self.steps.active:
             self.steps.stop()
+        if self._trace is not None:
+            self._sections()
+            self.before.set_trace(None)
+            self.steps.set_trace(None)
         if not self.steps.marked:
             self.after = self.steps.counts() if self.seen >= self.skip else None
         else:
@@ -95,6 +114,22 @@ class StepWindows:
             self.steps.rewind()
             self._at_last_boundary = self.steps.counts()
             self.after = _subtract(now, self._at_last_boundary)
+
+    def _sections(self) -> None:
+        """The trace's sections, as the report's variants: before_steps, steps (to the end of
+        the last counted step) and what followed it; or, with no step counted, after_steps."""
+        t, end = self._trace, self._trace.now()
+        parts = []
+        if self.skip > 0:
+            parts.append(("before_steps", self._started_ns, self._steps_from_ns or end))
+        if self._steps_from_ns and self.steps.marked:
+            parts += [("steps", self._steps_from_ns, self._last_boundary_ns),
+                      ("after the last step", self._last_boundary_ns, end)]
+        elif self._steps_from_ns:
+            parts.append(("after_steps", self._steps_from_ns, end))
+        for name, begin, finish in parts:
+            t.section_begin(name, begin)
+            t.section_end(name, finish)
 
     def write_final(self, path: str) -> None:
         """Writes the report as of the last counted step to ``path`` (atomically). With no step

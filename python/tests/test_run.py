@@ -117,15 +117,16 @@ def test_sigterm_exits_143_and_writes_nothing(tmp_path):
         pathlib.Path(sys.argv[1]).write_text("stepping")
         time.sleep(120)
         """)
-    ready, out = tmp_path / "ready", tmp_path / "r.json"
-    p = subprocess.Popen([sys.executable, "-m", "harness_sim", "run", "--out", str(out), "--",
-                          prog, str(ready)], stderr=subprocess.PIPE)
+    ready, out, trace = tmp_path / "ready", tmp_path / "r.json", tmp_path / "t.json"
+    p = subprocess.Popen([sys.executable, "-m", "harness_sim", "run", "--out", str(out),
+                          "--trace", str(trace), "--", prog, str(ready)], stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
     while not ready.exists() and time.monotonic() < deadline and p.poll() is None:
         time.sleep(0.2)
     p.send_signal(signal.SIGTERM)
     assert p.wait(60) == 143
-    assert not out.exists() and not list(tmp_path.glob(".*.tmp"))
+    assert not out.exists() and not trace.exists()
+    assert not [p for p in tmp_path.iterdir() if ".tmp" in p.name]
 
 
 def test_module_mode(tmp_path, monkeypatch, capsys):

@@ -66,6 +66,43 @@ def test_transformer_demo_on_random_tokens_steps_from_lightning(tmp_path):
                      ("training_step", "aten::copy_", "blocking copy H2D"): 2}
 
 
+def test_lightning_cli_program_by_accelerator_name(tmp_path):
+    # A LightningCLI program as a user writes one, run unchanged: `--trainer.accelerator sim`
+    # resolves through Lightning's AcceleratorRegistry, where importing harness_sim put "sim".
+    from lightning.pytorch.cli import _JSONARGPARSE_SIGNATURES_AVAILABLE as cli_available
+    if not cli_available:
+        pytest.skip(f"LightningCLI needs jsonargparse[signatures] (python/requirements-extra.txt): "
+                    f"{cli_available}")
+    out, trace = tmp_path / "cli.json", tmp_path / "cli_trace.json"
+    assert run(["--steps-from", "lightning", "--out", str(out), "--trace", str(trace), "--",
+                str(PROGRAMS / "lightning_cli.py"), "fit", "--trainer.accelerator", "sim",
+                "--trainer.devices", "1", "--trainer.max_steps", "8",
+                "--trainer.default_root_dir", str(tmp_path)]) == 0
+    assert list(tmp_path.glob("lightning_logs/version_0/checkpoints/*.ckpt"))  # fit ran to its end
+    variants = _steps(out)
+    steps = variants["steps"]
+    assert steps["measured_steps"] == 7  # 8 training batches, the first one --skip-steps'
+    # Pinned: DemoModel (Linear(32, 10), relu, sum) with foreach Adam, batch size 1: per step one
+    # H2D (the batch), no sync, and one D2D: Lightning's closure keeps the loss as
+    # `closure_loss.detach().clone()` (loops/optimization/automatic.py), inside Adam.step's
+    # record_function since Lightning calls optimizer.step(closure).
+    per_step = {k: steps["per_step"][k] for k in
+                ("launch.count", "sync.count", "h2d.count", "d2h.count", "d2d.count")}
+    assert per_step == {"launch.count": 16, "sync.count": 0, "h2d.count": 1, "d2h.count": 0,
+                        "d2d.count": 1}
+    launches = {name: p["launch.count"] for name, p in steps["phases"].items()
+                if p["launch.count"]}
+    assert launches == {"training_step": 21, "backward": 35, "Optimizer.step#Adam.step": 56}
+    assert steps["phases"]["Optimizer.step#Adam.step"]["d2d.bytes"] == 7 * 4
+    # Lightning's set-up before the first step syncs (4 item(), 4 blocking H2D); no step does.
+    assert variants["before_steps"]["total"]["sync.count"] == 8
+    # The trace shows the same steps, and Lightning's hooks as phases.
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert sum(e.get("cat") == "step" for e in events) == 7
+    assert {"training_step", "backward", "optimizer_step"} <= \
+        {e["name"] for e in events if e.get("cat") == "phase"}
+
+
 def test_cuda_loop_as_cuda(tmp_path, capsys):
     out = tmp_path / "cuda.json"
     assert run(["--as-cuda", "--out", str(out), "--", str(PROGRAMS / "cuda_loop.py")]) == 0

@@ -1,7 +1,7 @@
 """HolisticTraceAnalysis reads the Kineto-shaped trace of a 2-rank sim run (issue 25): its
 temporal breakdown, GPU kernel breakdown, communication/computation overlap and CUDA kernel launch
 statistics work, and its figures agree with the report's (launches, copies and collectives per
-rank). HTA is an optional test dependency (python/requirements-trace.txt, which
+rank). HTA is an optional test dependency (python/requirements-extra.txt, which
 scripts/test_python.sh installs): without it this test is skipped."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 hta = pytest.importorskip(
     "hta.trace_analysis",
-    reason="holistictraceanalysis is not installed (python/requirements-trace.txt)")
+    reason="holistictraceanalysis is not installed (python/requirements-extra.txt)")
 
 
 @pytest.fixture(scope="module")

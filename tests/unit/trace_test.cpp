@@ -5,6 +5,9 @@
 
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "harness/instrument/collector.h"
 #include "harness/instrument/phase.h"
@@ -33,6 +36,36 @@ TEST(Trace, NamesWithQuotesAndBackslashesStayValidJson) {
   }
   EXPECT_TRUE(found);
   EXPECT_EQ(doc.at("otherData").at("k\""), "v\\");
+}
+
+// harness_sim's run knows which step was the last only when the program ends: its sections
+// begin and end at times already past, and take their place among the events recorded since.
+TEST(Trace, SectionsAtPastTimesSortIntoPlace) {
+  TraceRecorder trace;
+  const int64_t t0 = trace_clock_ns();
+  trace.add_span("device ops", "inside", "kernel", t0 + 1000, t0 + 2000);
+  trace.add_span("device ops", "after", "kernel", t0 + 4000, t0 + 5000);
+  trace.section_begin("steps", t0);
+  trace.section_end("steps", t0 + 3000);
+  trace.section_begin("after the last step", t0 + 3000);
+  trace.section_end("after the last step", t0 + 6000);
+  std::vector<std::pair<std::string, double>> order;
+  const nlohmann::json doc = nlohmann::json::parse(trace.to_json());
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.at("ph") == "M") continue;
+    order.emplace_back(e.at("ph").get<std::string>() + " " + e.at("name").get<std::string>(),
+                       e.at("ts").get<double>());
+  }
+  const double base = static_cast<double>(t0 - trace.origin_ns()) / 1000.0;
+  const std::vector<std::pair<std::string, double>> want = {
+      {"B steps", base},         {"X inside", base + 1},
+      {"E steps", base + 3},     {"B after the last step", base + 3},
+      {"X after", base + 4},     {"E after the last step", base + 6}};
+  ASSERT_EQ(order.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(order[i].first, want[i].first) << i;
+    EXPECT_NEAR(order[i].second, want[i].second, 1e-6) << i;
+  }
 }
 
 TEST(Trace, PhasesAndCountedEventsAppearWithTheirPhase) {
