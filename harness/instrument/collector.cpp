@@ -107,39 +107,57 @@ void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
   }
 }
 
-SyncSiteKey EventCollector::add_sync(std::string_view op, std::string_view reason,
-                                     int64_t wait_ns, bool collective) {
+const SyncSiteKey& EventCollector::add_sync(std::string_view op, std::string_view reason,
+                                            int64_t wait_ns, bool collective) {
   const char* phase = Phase::current_name();
   current_phase_counts().add_sync(wait_ns, collective);
-  SyncSiteKey site{phase, std::string(op), std::string(reason)};
-  counts_.sync_sites[site].add_sync(wait_ns);
-  if (!trace_) return site;
-  const int64_t now = trace_clock_ns();
-  if (wait_ns < 0) {
-    trace_->add_instant("syncs", op, "sync", now, {{"reason", reason}, {"phase", phase}});
-  } else {
-    trace_->add_span("syncs", op, "sync", now - wait_ns, now, {{"reason", reason}, {"phase", phase}});
+  // The hot path (a sync in a loop): the site found by the addresses of its names, no strings
+  // built; a new site, or an address reused for other text, takes the map.
+  const std::tuple<const void*, const void*, const void*> address{phase, op.data(),
+                                                                  reason.data()};
+  auto slot = sync_slots_.find(address);
+  if (slot == sync_slots_.end() || slot->second.key->phase != phase ||
+      slot->second.key->op != op || slot->second.key->reason != reason) {
+    auto node = counts_.sync_sites
+                    .try_emplace(SyncSiteKey{phase, std::string(op), std::string(reason)})
+                    .first;
+    slot = sync_slots_.insert_or_assign(address, SyncSlot{&node->first, &node->second}).first;
   }
-  return site;
+  slot->second.tally->add_sync(wait_ns);
+  if (trace_) {
+    const int64_t now = trace_clock_ns();
+    if (wait_ns < 0) {
+      trace_->add_instant("syncs", op, "sync", now, {{"reason", reason}, {"phase", phase}});
+    } else {
+      trace_->add_span("syncs", op, "sync", now - wait_ns, now,
+                       {{"reason", reason}, {"phase", phase}});
+    }
+  }
+  return *slot->second.key;
 }
 
-void EventCollector::record_sync(std::string_view op, std::string_view reason, int64_t wait_ns) {
+void EventCollector::record_any_sync(std::string_view op, std::string_view reason,
+                                     int64_t wait_ns, bool collective) {
+  if (!sync_observer_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    add_sync(op, reason, wait_ns, collective);
+    return;
+  }
   SyncSiteKey site;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    site = add_sync(op, reason, wait_ns, /*collective=*/false);
+    site = add_sync(op, reason, wait_ns, collective);
   }
-  if (sync_observer_) sync_observer_(site);  // outside the lock (it may take Python's GIL)
+  sync_observer_(site);  // outside the lock (it may take Python's GIL)
+}
+
+void EventCollector::record_sync(std::string_view op, std::string_view reason, int64_t wait_ns) {
+  record_any_sync(op, reason, wait_ns, /*collective=*/false);
 }
 
 void EventCollector::record_collective_sync(std::string_view op, std::string_view reason,
                                             int64_t wait_ns) {
-  SyncSiteKey site;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    site = add_sync(op, reason, wait_ns, /*collective=*/true);
-  }
-  if (sync_observer_) sync_observer_(site);
+  record_any_sync(op, reason, wait_ns, /*collective=*/true);
 }
 
 void EventCollector::record_collective_wait(std::string_view op, int64_t wait_ns) {
@@ -211,6 +229,7 @@ void EventCollector::clear() {
   counts_ = Counts{};
   phase_slots_.clear();
   op_slots_.clear();
+  sync_slots_.clear();
 }
 
 ScopedCollection::ScopedCollection(EventCollector& collector) noexcept

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
 #include <utility>
 
@@ -85,8 +86,11 @@ class EventCollector {
  private:
   PhaseCounts& current_phase_counts();  // requires mu_
   int64_t& launch_slot(std::string_view op);  // requires mu_
-  SyncSiteKey add_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
-                       bool collective);  // requires mu_
+  // Counts a sync; returns its site's key (a node of counts_.sync_sites). Requires mu_.
+  const SyncSiteKey& add_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
+                              bool collective);
+  void record_any_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
+                       bool collective);
 
   // Phase names are mostly string literals and op names live as long as the dispatcher: the hot
   // path finds its counters by address (checking the text, in case an address was reused)
@@ -107,8 +111,22 @@ class EventCollector {
     const std::string* name;
     int64_t* count;
   };
+  struct SyncSlot {
+    const SyncSiteKey* key;
+    SyncSiteTally* tally;
+  };
+  struct PointerTripleHash {
+    size_t operator()(const std::tuple<const void*, const void*, const void*>& t) const {
+      const std::hash<const void*> h;
+      return (h(std::get<0>(t)) * 31 + h(std::get<1>(t))) * 31 + h(std::get<2>(t));
+    }
+  };
   std::unordered_map<const void*, PhaseSlot> phase_slots_;
   std::unordered_map<std::pair<const void*, const void*>, OpSlot, PointerPairHash> op_slots_;
+  // (phase name, op, reason) addresses -> the site's node in counts_.sync_sites.
+  std::unordered_map<std::tuple<const void*, const void*, const void*>, SyncSlot,
+                     PointerTripleHash>
+      sync_slots_;
   TraceRecorder* trace_ = nullptr;
   SyncObserver sync_observer_;
 };

@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
+#include <cstdio>
+#include <string>
+#include <vector>
+
 #include "harness/instrument/collector.h"
 #include "harness/instrument/phase.h"
 #include "harness/instrument/sim/sim_device.h"
@@ -226,6 +230,44 @@ TEST(SyncWait, AnUntimedSyncMakesTheWaitUnknown) {
   collector.clear();
   EXPECT_TRUE(collector.sync_wait().complete);
   EXPECT_EQ(collector.sync_wait().ns, 0);
+}
+
+// The collector finds a sync's site by the addresses of its names (no strings built on the hot
+// path): a buffer reused for another reason, or the same op in another phase, is another site,
+// and the sync observer is told the site that was counted.
+TEST(SyncSites, SitesFoundByAddressStillSplitByTextAndPhase) {
+  EventCollector collector;
+  std::vector<std::string> observed;
+  collector.set_sync_observer(
+      [&](const SyncSiteKey& site) { observed.push_back(site.phase + "|" + site.reason); });
+  char reason[32];
+  {
+    ScopedCollection scope(collector);
+    Phase phase("forward");
+    std::snprintf(reason, sizeof reason, "%s", "item");
+    events::record_sync("aten::_local_scalar_dense", reason, 10);
+    events::record_sync("aten::_local_scalar_dense", reason, 10);
+    std::snprintf(reason, sizeof reason, "%s", "nonzero");  // same address, other text
+    events::record_sync("aten::_local_scalar_dense", reason, 10);
+    {
+      Phase inner("backward");
+      events::record_sync("aten::_local_scalar_dense", reason, 10);
+    }
+  }
+  const Counts counts = collector.snapshot();
+  ASSERT_EQ(counts.sync_sites.size(), 3u);
+  EXPECT_EQ(counts.sync_sites.at({"forward", "aten::_local_scalar_dense", "item"}).count, 2);
+  EXPECT_EQ(counts.sync_sites.at({"forward", "aten::_local_scalar_dense", "nonzero"}).count, 1);
+  EXPECT_EQ(counts.sync_sites.at({"backward", "aten::_local_scalar_dense", "nonzero"}).count, 1);
+  EXPECT_EQ(observed, (std::vector<std::string>{"forward|item", "forward|item",
+                                                "forward|nonzero", "backward|nonzero"}));
+  collector.clear();  // the address cache goes with the counts
+  {
+    ScopedCollection scope(collector);
+    Phase phase("forward");
+    events::record_sync("aten::_local_scalar_dense", reason, 10);
+  }
+  EXPECT_EQ(collector.snapshot().sync_sites.size(), 1u);
 }
 
 TEST_F(SimDevice, MixingDevicesFailsAsOnCuda) {
