@@ -229,7 +229,7 @@ class History(unittest.TestCase):
         self.assertEqual(bench("history", "show", "--db", db, "--format", "json", "--out",
                                out).returncode, 0)
         j = json.load(open(out))
-        self.assertEqual(j["history_show_version"], "1.0.0")
+        self.assertEqual(j["history_show_version"], "1.1.0")
         self.assertEqual(j["runs"], RUNS + 1)
         metrics = {s["metric"] for s in j["series"]}
         self.assertIn("timing.step_time.median", metrics)

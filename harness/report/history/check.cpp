@@ -65,8 +65,26 @@ std::vector<Finding> series_findings(const Series& series, const CheckOptions& o
     }
     return out;
   }
+  auto commit_of = [&](size_t k) -> const std::string& { return series.points[at[k]].run.commit; };
   for (const ChangePoint& p : find_change_points(values, options.change_points)) {
-    Finding f = finding_at(series, at[p.index], p.mean_before, p.mean_after, options);
+    // The runs just before the change that are of the same commit as its first run.
+    const std::string& commit = commit_of(p.index);
+    size_t first = p.index;
+    while (!commit.empty() && first > 0 && commit_of(first - 1) == commit) --first;
+    size_t index = p.index;
+    bool within_one_build = false;
+    if (first < p.index) {
+      double sum = 0;
+      for (size_t k = first; k < p.index; ++k) sum += values[k];
+      const double earlier = sum / static_cast<double>(p.index - first);
+      if (std::fabs(earlier - p.mean_before) <= std::fabs(earlier - p.mean_after)) {
+        within_one_build = true;  // the same build, measured at both levels
+      } else {
+        index = first;  // E-Divisive placed it a little late: the build's first run has it
+      }
+    }
+    Finding f = finding_at(series, at[index], p.mean_before, p.mean_after, options);
+    f.within_one_build = within_one_build;
     if (!std::isnan(p.pvalue)) f.pvalue = p.pvalue;
     out.push_back(std::move(f));
   }
@@ -121,6 +139,12 @@ std::string check_text(const CheckResult& result, const CheckOptions& options) {
       if (f.recent != newest) continue;
       if (!header) out << (newest ? "New changes:\n" : "Earlier changes:\n");
       header = true;
+      if (f.within_one_build) {
+        out << "  " << (f.regression ? "slower " : "faster ") << describe(f)
+            << ": within one build (its earlier runs are at the old level), so the machine "
+               "changed, not the code: not a regression\n";
+        continue;
+      }
       out << "  " << (f.regression ? (newest ? "REGRESSION " : "regression ") : "improvement ")
           << describe(f) << "\n";
     }

@@ -36,7 +36,8 @@ std::string show_text(const std::vector<Series>& series, size_t runs, const Chec
     out << (changes.empty() ? ", no change\n" : "\n");
     for (const Finding& f : changes) {
       out << "    " << (f.regression ? "rise" : "fall") << " at run " << f.index + 1 << ": "
-          << describe(f).substr(f.scenario.size() + f.variant.size() + f.metric.size() + 4) << "\n";
+          << describe(f).substr(f.scenario.size() + f.variant.size() + f.metric.size() + 4)
+          << (f.within_one_build ? " (within one build: the machine, not the code)" : "") << "\n";
     }
   }
   return out.str();
@@ -77,7 +78,8 @@ ReportJson show_json(const std::vector<Series>& series, size_t runs, const Check
                          {"relative_change", value_json(f.relative_change())},
                          {"pvalue", f.pvalue ? value_json(*f.pvalue) : ReportJson()},
                          {"regression", f.regression},
-                         {"recent", f.recent}});
+                         {"recent", f.recent},
+                         {"within_one_build", f.within_one_build}});
     }
     j["change_points"] = std::move(changes);
     list.push_back(std::move(j));

@@ -10,7 +10,7 @@
 
 namespace harness::history {
 
-inline constexpr const char* kHistoryShowVersion = "1.0.0";
+inline constexpr const char* kHistoryShowVersion = "1.1.0";
 
 // One line per series: its runs, first and last value, range, and each change with its commit.
 std::string show_text(const std::vector<Series>& series, size_t runs, const CheckOptions& options);
