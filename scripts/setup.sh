@@ -36,36 +36,55 @@ if [ "${HARNESS_WITH_TEST_TOOLS:-0}" = 1 ]; then
 fi
 install_debian_packages "${packages[@]}"
 
+# Wheels from PyPI are fetched once per machine, under a lock (two set-ups at once wait for each
+# other), through a scratch directory in the cache that is removed whatever happens.
+# fetch_once NAME DONE FETCH: unless command DONE succeeds (checked again once the lock is held),
+# runs FETCH SCRATCH_DIR under $cache/.NAME.lock.
+fetch_once() {
+  local name=$1 done_test=$2 fetch=$3
+  "$done_test" && return 0
+  as_root mkdir -p "$cache"
+  as_root chmod 1777 "$cache" 2>/dev/null || true
+  exec 9>"$cache/.$name.lock"
+  flock 9
+  if ! "$done_test"; then
+    scratch=$(mktemp -d "$cache/.fetch.XXXXXX")
+    trap 'rm -rf "$scratch"' EXIT
+    "$fetch" "$scratch"
+    rm -rf "$scratch"
+    trap - EXIT
+  fi
+  exec 9>&-
+}
+# pip_download DIR PIP_ARGS...: binary wheels only, without dependencies, for CPython 3.11.
+pip_download() {
+  local dir=$1
+  shift
+  python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 "$@" -d "$dir"
+}
+
 # --- 2. LibTorch from the PyPI wheel ------------------------------------------------------------
+libtorch_fetched() { [ -f "$libtorch/.complete" ]; }
+fetch_libtorch() {
+  local tmp=$1 wheel
+  say "fetching torch==$torch_version from PyPI into $libtorch (once per machine)"
+  pip_download "$tmp" --platform manylinux_2_28_x86_64 "torch==$torch_version" ||
+    die "pip could not download torch==$torch_version"
+  wheel=$(ls "$tmp"/torch-"$torch_version"-*.whl)
+  (cd "$tmp" && unzip -q "$wheel" 'torch/include/*' 'torch/share/cmake/*' 'torch/version.py' \
+    'torch/lib/libc10.so' 'torch/lib/libtorch_cpu.so' 'torch/lib/libtorch.so' \
+    'torch/lib/libgomp.so.1' 'torch/optim/adam.py' 'torch/optim/adamw.py' \
+    'torch/optim/optimizer.py') || die "could not unpack $wheel"
+  rm -rf "$libtorch"
+  mv "$tmp/torch" "$libtorch"
+  touch "$libtorch/.complete"
+}
 if [ -n "${LIBTORCH_ROOT:-}" ]; then
   libtorch=$LIBTORCH_ROOT
   [ -f "$libtorch/include/ATen/ATen.h" ] || die "LIBTORCH_ROOT=$libtorch has no include/ATen/ATen.h"
 else
   libtorch=$cache/libtorch-$torch_version
-  if [ ! -f "$libtorch/.complete" ]; then
-    as_root mkdir -p "$cache"
-    as_root chmod 1777 "$cache" 2>/dev/null || true
-    exec 9>"$cache/.libtorch.lock"
-    flock 9
-    if [ ! -f "$libtorch/.complete" ]; then
-      say "fetching torch==$torch_version from PyPI into $libtorch (once per machine)"
-      tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
-      trap 'rm -rf "$tmp"' EXIT
-      python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
-        --platform manylinux_2_28_x86_64 "torch==$torch_version" -d "$tmp" ||
-        die "pip could not download torch==$torch_version"
-      wheel=$(ls "$tmp"/torch-"$torch_version"-*.whl)
-      (cd "$tmp" && unzip -q "$wheel" 'torch/include/*' 'torch/share/cmake/*' 'torch/version.py' \
-        'torch/lib/libc10.so' 'torch/lib/libtorch_cpu.so' 'torch/lib/libtorch.so' \
-        'torch/lib/libgomp.so.1' 'torch/optim/adam.py' 'torch/optim/adamw.py' \
-        'torch/optim/optimizer.py') || die "could not unpack $wheel"
-      rm -rf "$libtorch"
-      mv "$tmp/torch" "$libtorch"
-      touch "$libtorch/.complete"
-      rm -rf "$tmp"; trap - EXIT
-    fi
-    exec 9>&-
-  fi
+  fetch_once libtorch libtorch_fetched fetch_libtorch
 fi
 # --- 3. What LibTorch's CPU library needs beyond Debian ------------------------------------------
 # The wheel's libtorch_cpu.so links kineto against CUDA 13's runtime and CUPTI (libcudart.so.13,
@@ -76,29 +95,24 @@ fi
 # them: binaries, tests and the installed CMake package find them through LibTorch itself.
 missing_libs() { ldd "$libtorch/lib/libtorch_cpu.so" | awk '/not found/ {print $1}'; }
 cuda_deps=$cache/nvidia/cu13/lib
-if [ -z "${LIBTORCH_ROOT:-}" ] && missing_libs | grep -qE '^lib(cudart|cupti)\.so\.13$'; then
-  as_root mkdir -p "$cache"
-  exec 9>"$cache/.cuda-deps.lock"
-  flock 9
-  if missing_libs | grep -qE '^lib(cudart|cupti)\.so\.13$'; then
-    say "fetching CUDA 13 runtime and CUPTI libraries from PyPI into $cuda_deps (no CUDA toolkit here)"
-    tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
-    trap 'rm -rf "$tmp"' EXIT
-    python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
-      --platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 \
-      --platform manylinux_2_17_x86_64 'nvidia-cuda-runtime==13.0.96.*' \
-      'nvidia-cuda-cupti==13.0.85.*' -d "$tmp" ||
-      die "pip could not download nvidia-cuda-runtime 13.0.96 and nvidia-cuda-cupti 13.0.85"
-    for wheel in "$tmp"/nvidia_cuda_*.whl; do  # each holds one: libcudart.so.13, libcupti.so.13
-      (cd "$tmp" && unzip -q -o "$wheel" 'nvidia/cu13/lib/*.so.13') || die "could not unpack $wheel"
-    done
-    [ -f "$tmp/nvidia/cu13/lib/libcudart.so.13" ] && [ -f "$tmp/nvidia/cu13/lib/libcupti.so.13" ] ||
-      die "the nvidia-cuda-runtime / nvidia-cuda-cupti wheels hold no libcudart.so.13 / libcupti.so.13"
-    mkdir -p "$cuda_deps"
-    mv "$tmp"/nvidia/cu13/lib/lib*.so.13 "$cuda_deps/"
-    rm -rf "$tmp"; trap - EXIT
-  fi
-  exec 9>&-
+cuda_deps_found() { ! missing_libs | grep -qE '^lib(cudart|cupti)\.so\.13$'; }
+fetch_cuda_deps() {
+  local tmp=$1 wheel
+  say "fetching CUDA 13 runtime and CUPTI libraries from PyPI into $cuda_deps (no CUDA toolkit here)"
+  pip_download "$tmp" --platform manylinux_2_28_x86_64 --platform manylinux_2_25_x86_64 \
+    --platform manylinux_2_17_x86_64 'nvidia-cuda-runtime==13.0.96.*' \
+    'nvidia-cuda-cupti==13.0.85.*' ||
+    die "pip could not download nvidia-cuda-runtime 13.0.96 and nvidia-cuda-cupti 13.0.85"
+  for wheel in "$tmp"/nvidia_cuda_*.whl; do  # each holds one: libcudart.so.13, libcupti.so.13
+    (cd "$tmp" && unzip -q -o "$wheel" 'nvidia/cu13/lib/*.so.13') || die "could not unpack $wheel"
+  done
+  [ -f "$tmp/nvidia/cu13/lib/libcudart.so.13" ] && [ -f "$tmp/nvidia/cu13/lib/libcupti.so.13" ] ||
+    die "the nvidia-cuda-runtime / nvidia-cuda-cupti wheels hold no libcudart.so.13 / libcupti.so.13"
+  mkdir -p "$cuda_deps"
+  mv "$tmp"/nvidia/cu13/lib/lib*.so.13 "$cuda_deps/"
+}
+if [ -z "${LIBTORCH_ROOT:-}" ]; then
+  fetch_once cuda-deps cuda_deps_found fetch_cuda_deps
 fi
 if [ -n "$(missing_libs)" ]; then
   ldd "$libtorch/lib/libtorch_cpu.so" | grep 'not found' >&2
@@ -118,27 +132,20 @@ toolkit_has_nvtx() {
   return 1
 }
 case "${HARNESS_CMAKE_ARGS:-}" in *HARNESS_WITH_NVTX=OFF*) nvtx_wanted=0 ;; *) nvtx_wanted=1 ;; esac
+nvtx_fetched() { [ -f "$nvtx_include/nvtx3/nvToolsExt.h" ]; }
+fetch_nvtx() {
+  local tmp=$1
+  say "fetching the NVTX headers (nvidia-nvtx 13.0.85) from PyPI into $nvtx_include (no CUDA toolkit here)"
+  pip_download "$tmp" --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+    'nvidia-nvtx==13.0.85' || die "pip could not download nvidia-nvtx 13.0.85"
+  (cd "$tmp" && unzip -q -o nvidia_nvtx-*.whl 'nvidia/cu13/include/nvtx3/*') ||
+    die "the nvidia-nvtx wheel holds no nvidia/cu13/include/nvtx3"
+  mkdir -p "$nvtx_include"
+  rm -rf "$nvtx_include/nvtx3"
+  mv "$tmp/nvidia/cu13/include/nvtx3" "$nvtx_include/nvtx3"
+}
 if [ "$nvtx_wanted" = 1 ] && ! toolkit_has_nvtx; then
-  if [ ! -f "$nvtx_include/nvtx3/nvToolsExt.h" ]; then
-    as_root mkdir -p "$cache"
-    exec 9>"$cache/.nvtx.lock"
-    flock 9
-    if [ ! -f "$nvtx_include/nvtx3/nvToolsExt.h" ]; then
-      say "fetching the NVTX headers (nvidia-nvtx 13.0.85) from PyPI into $nvtx_include (no CUDA toolkit here)"
-      tmp=$(mktemp -d "$cache/.fetch.XXXXXX")
-      trap 'rm -rf "$tmp"' EXIT
-      python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 \
-        --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 'nvidia-nvtx==13.0.85' \
-        -d "$tmp" || die "pip could not download nvidia-nvtx 13.0.85"
-      (cd "$tmp" && unzip -q -o nvidia_nvtx-*.whl 'nvidia/cu13/include/nvtx3/*') ||
-        die "the nvidia-nvtx wheel holds no nvidia/cu13/include/nvtx3"
-      mkdir -p "$nvtx_include"
-      rm -rf "$nvtx_include/nvtx3"
-      mv "$tmp/nvidia/cu13/include/nvtx3" "$nvtx_include/nvtx3"
-      rm -rf "$tmp"; trap - EXIT
-    fi
-    exec 9>&-
-  fi
+  fetch_once nvtx nvtx_fetched fetch_nvtx
   nvtx_args=(-DHARNESS_NVTX_INCLUDE_DIR="$nvtx_include")
 fi
 
