@@ -39,7 +39,7 @@ class phase(contextlib.ContextDecorator):
 class SyncSite:
     """Where host-device synchronisations came from: the phase, the op, why it synced, how many
     times, the Python frames that called it (``"file:line in function (library frame)"`` ->
-    count; empty for syncs on threads without Python frames, such as the autograd engine's), and
+    count; empty for syncs on threads without Python frames, such as a C++ thread's), and
     the host time waited in them (ns; on sim the time of the read or copy itself)."""
 
     phase: str
@@ -73,9 +73,15 @@ class Counts:
         self._session.start()
         Counts._active = self
         self._data = None
+        # Backward on this thread, as autograd runs it for CPU tensors: sim's kernels run on the
+        # host, so CUDA's device thread would only hand each backward over and back, and a sync
+        # in backward would have no Python frame to name (issue 26). Counts are the same.
+        self._multithreading = torch._C._is_multithreading_enabled()
+        torch._C._set_multithreading_enabled(False)
         return self
 
     def __exit__(self, *exc):
+        torch._C._set_multithreading_enabled(self._multithreading)
         self._session.stop()
         Counts._active = None
         self._data = self._session.counts()

@@ -67,6 +67,22 @@ def test_item_is_a_d2h_copy_and_a_sync_named_with_its_python_frame():
     assert c.phases["train.forward"]["syncs"] == 1
 
 
+def test_a_sync_in_backward_names_the_backward_call():
+    # Backward runs on the calling thread inside count(): the boolean mask's backward
+    # (index_put_ with the mask, nonzero's count read by the host) names the line that called
+    # backward(); the autograd setting is the program's again after the block.
+    w = torch.ones(8, device="sim", requires_grad=True)
+    before = torch._C._is_multithreading_enabled()
+    with harness_sim.count() as c:
+        err = w * 2 - 1
+        err[err > 0].sum().backward()
+    assert torch._C._is_multithreading_enabled() == before
+    site = next(s for s in c.sync_sites if s.op == "aten::_index_put_impl_")
+    (frame,) = site.frames
+    assert "test_device.py" in frame and "test_a_sync_in_backward" in frame
+    assert "_engine_run_backward" in frame
+
+
 def test_copy_rules_blocking_pageable_and_non_blocking_pinned():
     host = torch.ones(256)
     pinned = torch.ones(256).pin_memory()
