@@ -8,6 +8,8 @@
 
 #include <time.h>
 
+#include <ATen/Parallel.h>
+
 #include "harness/interrupt.h"
 #include "harness/report/compare/statistics.h"
 
@@ -32,6 +34,51 @@ std::vector<double> as_samples(const std::vector<int64_t>& ns) {
 }
 
 }  // namespace
+
+namespace {
+
+// The probe's work on one thread: 4096 words (16 KiB, its own per thread), four independent
+// integer hash chains and a floating-point one, so that it fills the core's ports the way
+// compiled kernels do and shares them with a hyperthread sibling.
+void machine_probe_work() {
+  constexpr size_t kWords = 4096;
+  constexpr int kPasses = 6;
+  thread_local std::vector<uint32_t> words = [] {
+    std::vector<uint32_t> w(kWords);
+    for (size_t i = 0; i < kWords; ++i) w[i] = static_cast<uint32_t>(i * 2654435761u);
+    return w;
+  }();
+  uint32_t h0 = 2166136261u, h1 = 16777619u, h2 = 374761393u, h3 = 668265263u;
+  double f = 1.0;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    for (size_t i = 0; i < kWords; i += 4) {
+      h0 = (h0 ^ words[i]) * 16777619u;
+      h1 = (h1 ^ words[i + 1]) * 2246822519u;
+      h2 = (h2 ^ words[i + 2]) * 3266489917u;
+      h3 = (h3 ^ words[i + 3]) * 668265263u;
+      f = f * 0.999999 + static_cast<double>(words[i] & 0xff) * 1e-9;
+      words[i] = h0 ^ h3;
+    }
+  }
+  static volatile uint64_t sink;  // the work's result is used: it cannot be optimised away
+  sink = (uint64_t{h0 ^ h1} << 32 | (h2 ^ h3)) + static_cast<uint64_t>(f);
+}
+
+}  // namespace
+
+int64_t time_machine_probe() {
+  // On every thread of the intra-op pool at once, as a parallel kernel runs: the region ends
+  // with its slowest thread, so a worker that shares its core with other work slows the probe
+  // as it slows the steps' kernels.
+  const int64_t threads = at::get_num_threads();
+  const auto started = std::chrono::steady_clock::now();
+  at::parallel_for(0, threads, 1, [](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) machine_probe_work();
+  });
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                              started)
+      .count();
+}
 
 int64_t process_cpu_ns() {
   timespec t{};
@@ -170,6 +217,7 @@ void StepWindow::on_train_step_end(runtime::Trainer&, int64_t) {
     }
   }
   (counting_ ? step_ns_ : uninstrumented_step_ns_).push_back(ns);
+  if (counting_) probe_ns_.push_back(time_machine_probe());  // after the step, not in its time
   counting_ = false;
   in_step_ = false;
   ++window_steps_;
@@ -183,6 +231,7 @@ void StepWindow::finish(VariantResult& result) {
     result.samples["sync.wait_time"] = as_samples(step_sync_wait_ns_);
   }
   add_phase_times(result, phase_clock_);
+  add_machine_probe(result, probe_ns_);
   if (!interleave_) return;
   result.samples["step_time_uninstrumented"] = as_samples(uninstrumented_step_ns_);
   for (Measurement& m : step_time_statistics(uninstrumented_step_ns_, "step_time_uninstrumented")) {
@@ -207,6 +256,15 @@ void StepWindow::finish(VariantResult& result) {
                            "lower end of its 95% confidence interval"});
   result.timing.push_back({"instrument_overhead.ratio_high", hl.high, "ratio",
                            "upper end of its 95% confidence interval"});
+}
+
+void add_machine_probe(VariantResult& result, const std::vector<int64_t>& probe_ns) {
+  if (probe_ns.empty()) return;
+  result.samples[kMachineProbe] = as_samples(probe_ns);
+  result.timing.push_back({std::string(kMachineProbe) + ".median", spread_of(probe_ns).median,
+                           "ns",
+                           "median time of the machine probe (a fixed piece of host work) "
+                           "timed after each measured step"});
 }
 
 void add_phase_times(VariantResult& result, const PhaseClock& clock) {

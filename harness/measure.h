@@ -63,7 +63,8 @@ class StepWindow final : public runtime::TrainerCallback {
   // Fills measured_steps, per_step, total, phases (with each phase's host time per step:
   // time.median / .min / .max in ns), launches_by_op, sync_sites, timing (wall and process CPU
   // time of a step) and the samples behind them (with each step's sync wait, "sync.wait_time",
-  // where the instrument measures it per step).
+  // where the instrument measures it per step, and the machine probe after each step,
+  // "machine_probe").
   void finish(VariantResult& result);
 
  private:
@@ -78,6 +79,7 @@ class StepWindow final : public runtime::TrainerCallback {
   std::vector<int64_t> step_ns_;                 // instrumented steps
   std::vector<int64_t> step_cpu_ns_;             // their process CPU time
   std::vector<int64_t> uninstrumented_step_ns_;  // with interleave_uninstrumented
+  std::vector<int64_t> probe_ns_;                // time_machine_probe() after each step
   PhaseClock phase_clock_;                       // instrumented steps only
   // Each instrumented step's host time waited in syncs, where the instrument knows it per step
   // (Instrument::sync_wait_so_far); cleared for good when a step's is unknown.
@@ -93,6 +95,15 @@ std::vector<Measurement> step_time_statistics(const std::vector<int64_t>& ns,
                                               const std::string& prefix = "step_time",
                                               const std::string& what = "wall time");
 
+// The machine's own speed, measured: a fixed piece of host work (integer and floating-point
+// arithmetic over a 16 KiB buffer per thread, the same every call, no Torch op) run on every
+// thread of the intra-op pool and timed once after each step of a window, outside the step's
+// time. It changes only when the machine does -- a tenant on a core or on its hyperthread
+// sibling, the clock frequency, descheduling -- so bench compare reads a variant's step-time
+// change against its change ("machine_probe" samples; docs/ci.md). Its buffers stay in L1, so
+// it barely cools the next step's caches. Returns its wall time in ns.
+int64_t time_machine_probe();
+
 // CPU time of the whole process (every thread: the autograd engine's included), in ns.
 int64_t process_cpu_ns();
 
@@ -105,6 +116,10 @@ std::optional<int64_t> cpu_wait_ns();
 // times (step_cpu_time.*), and result.samples "step_time" and "step_cpu_time" to the times.
 void set_step_times(VariantResult& result, const std::vector<int64_t>& wall_ns,
                     const std::vector<int64_t>& cpu_ns);
+
+// Adds the machine probe's times (samples "machine_probe", timing machine_probe.median), one per
+// measured step; nothing when there are none.
+void add_machine_probe(VariantResult& result, const std::vector<int64_t>& probe_ns);
 
 // Adds the host time of each phase the clock saw (time.median / .min / .max in ns) to
 // result.phases, and its samples ("phase[<name>].time") to result.samples.

@@ -94,7 +94,7 @@ void measure_optimizer_step(RunContext& ctx, const AdamOptions& options, int64_t
   runtime::Adam adam(params, options);
   adam.step();
   (void)ctx.instrument.take();
-  std::vector<int64_t> step_ns, cpu_ns;
+  std::vector<int64_t> step_ns, cpu_ns, probe_ns;
   for (int64_t s = 0; s < steps; ++s) {
     throw_if_stopped();
     ctx.instrument.drain();  // timed from a drained device to a drained device (see StepWindow)
@@ -112,10 +112,12 @@ void measure_optimizer_step(RunContext& ctx, const AdamOptions& options, int64_t
                           std::chrono::steady_clock::now() - t0)
                           .count());
     cpu_ns.push_back(process_cpu_ns() - cpu0);
+    probe_ns.push_back(time_machine_probe());  // after the step, outside its time
   }
   fill_counts(r, ctx.instrument.take(), steps, ctx.instrument.measures_launches(),
               ctx.instrument.available());
   set_step_times(r, step_ns, cpu_ns);
+  add_machine_probe(r, probe_ns);
 }
 
 std::string metric_text(const VariantResult& v, const char* path) {

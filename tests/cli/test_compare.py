@@ -268,6 +268,18 @@ class GoogleBenchmarkJson(unittest.TestCase):
         self.assertIn("resume_adam/fresh/forloop_median", r.stdout)
 
 
+def why_it_failed(r, out_dir):
+    """A failed CI-recipe run's gate lines, stderr and compare summary (its console tables are
+    long: a CI log's tail would show only them)."""
+    lines = [l for l in r.stdout.splitlines() if "gate" in l.lower() or "FAIL" in l]
+    text = "\n".join(lines) + "\n--- stderr\n" + r.stderr
+    compare_md = os.path.join(out_dir, "compare.md")
+    if os.path.exists(compare_md):
+        with open(compare_md, encoding="utf-8") as f:
+            text += "\n--- compare.md (changed rows)\n" + f.read().split("<details>")[0]
+    return text
+
+
 class QuietOnNoChange(unittest.TestCase):
     """Two runs of one build: a gate that fails on them gets switched off."""
 
@@ -277,9 +289,9 @@ class QuietOnNoChange(unittest.TestCase):
             env.pop("GITHUB_STEP_SUMMARY", None)
             first, second = os.path.join(tmp, "first"), os.path.join(tmp, "second")
             r = run("bash", CI_SCRIPT, first, env=env)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(r.returncode, 0, why_it_failed(r, first))
             r = run("bash", CI_SCRIPT, second, os.path.join(first, "report.json"), env=env)
-            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertEqual(r.returncode, 0, why_it_failed(r, second))
             a, b = (os.path.join(d, "report.json") for d in (first, second))
             # bench compare as the CI recipe runs it (max ratio 2.0, above a shared runner's
             # run-to-run drift: on 2 vCPUs a build on the sibling hyperthread slows a 100 µs step

@@ -194,6 +194,23 @@ TEST(GateEval, BaselineTimeRulesJudgeOnlyTimesThatCanCarryAVerdict) {
   EXPECT_EQ(only(evaluate_gate(gate, base, &slower)).status, RuleStatus::Inconclusive);
 }
 
+TEST(GateEval, ABaselineSlowdownThatTheMachineProbeShowsIsInconclusive) {
+  RunReport base = with_step_times(kFast, kFast);
+  RunReport slower = with_step_times(kSlow, kFast);  // ratio about 1.13, beyond the rule's 1.10
+  const json r = mann_whitney("fresh/foreach", {{"baseline", true}});
+  const GateFile gate = parse_gate_json({{"gate_version", 1}, {"rules", json::array({r})}}, "g");
+  EXPECT_EQ(only(evaluate_gate(gate, slower, &base)).status, RuleStatus::Fail);
+  // The probe after each step was 1.12x slower in the run too: the machine's slowdown.
+  std::vector<double> probe;
+  for (int i = 0; i < 12; ++i) probe.push_back(20000 + 50 * (i % 4));
+  sample_variant(base, "fresh/foreach").samples["machine_probe"] = probe;
+  for (double& x : probe) x *= 1.12;
+  sample_variant(slower, "fresh/foreach").samples["machine_probe"] = probe;
+  const RuleOutcome o = only(evaluate_gate(gate, slower, &base));
+  EXPECT_EQ(o.status, RuleStatus::Inconclusive) << o.message;
+  EXPECT_CONTAINS(o.message, "the machine itself was slower in head's run");
+}
+
 TEST(GateEval, TooFewSamplesAreInconclusiveAndFailOnlyWhenStrict) {
   // The sample report has 5 step times per variant: fewer than min_samples 10.
   const RunReport report = sample_report();

@@ -211,6 +211,35 @@ TEST(RunCompare, ATimeThatMovedWithItsWholeScenarioIsInconclusive) {
   EXPECT_TRUE(c.failed(false));
 }
 
+TEST(RunCompare, ATimeThatMovedWithTheMachineProbeIsInconclusive) {
+  RunReport base = sample_report();
+  RunReport head = sample_report();
+  set_step_times(base, kFast);
+  set_step_times(head, kFast);
+  // One variant 2.5x slower in head, while the machine probe after each of its steps was 1.8x
+  // slower: the machine's, not the code's (the scenario's other variants did not move).
+  std::vector<double> probe(12, 0.0);
+  for (size_t i = 0; i < probe.size(); ++i) probe[i] = 20000 + 100 * static_cast<double>(i % 5);
+  sample_variant(base, "fresh/foreach").samples["machine_probe"] = probe;
+  for (double& x : probe) x *= 1.8;
+  sample_variant(head, "fresh/foreach").samples["machine_probe"] = probe;
+  for (double& x : sample_variant(head, "fresh/foreach").samples["step_time"]) x *= 2.5;
+  TimeTestOptions options;
+  options.max_ratio = 2.0;
+  RunComparison c = compare_reports(base, head, options);
+  const ComparedMetric& moved = row(c, "fresh/foreach", "samples.step_time");
+  EXPECT_EQ(moved.change, Change::Inconclusive);
+  EXPECT_NE(moved.note.find("the machine itself was slower in head's run"), std::string::npos)
+      << moved.note;
+  EXPECT_FALSE(c.failed(false));
+  // The probe is a diagnostic series: no row of its own by default.
+  EXPECT_EQ(find_row(c, "fresh/foreach", "samples.machine_probe"), nullptr);
+  // 4.5x where the machine moved 1.8x: 2.5x beyond it, a regression.
+  for (double& x : sample_variant(head, "fresh/foreach").samples["step_time"]) x *= 1.8;
+  c = compare_reports(base, head, options);
+  EXPECT_EQ(row(c, "fresh/foreach", "samples.step_time").change, Change::Regression);
+}
+
 TEST(RunCompare, FailuresNewAndMissingVariants) {
   RunReport base = sample_report();
   RunReport head = sample_report();

@@ -162,6 +162,31 @@ TEST(CompareTimes, NoiseIsUnchanged) {
   EXPECT_EQ(compare_times(kCHead, kCBase, {}).verdict, TimeVerdict::Unchanged);
 }
 
+TEST(MachineDrift, ATimeThatMovedWithTheMachineProbeIsTheMachines) {
+  // Both runs' probes: the head's machine 1.8x slower, significantly (10 vs 10, no overlap).
+  const std::vector<double> base_probe = {20, 21, 20.5, 19.8, 20.2, 20.9, 21.1, 19.9, 20.4, 20.6};
+  std::vector<double> head_probe = base_probe;
+  for (double& x : head_probe) x *= 1.8;
+  TimeTestOptions options;
+  options.max_ratio = 2.0;
+  // A step 2.5x slower: 1.39x the machine's move, within 2.0x.
+  const std::string why = machine_drift(2.5, &head_probe, &base_probe, options);
+  EXPECT_NE(why.find("the machine itself was slower in head's run"), std::string::npos) << why;
+  EXPECT_NE(why.find("moved 1.800 ["), std::string::npos) << why;
+  EXPECT_NE(why.find("is 1.389x that, within 2.00x"), std::string::npos) << why;
+  // 4x slower is beyond the machine's move: the code's.
+  EXPECT_EQ(machine_drift(4.0, &head_probe, &base_probe, options), "");
+  // Faster the same way: an improvement that is the machine's.
+  EXPECT_NE(machine_drift(1 / 2.5, &base_probe, &head_probe, options).find("faster"),
+            std::string::npos);
+  // A probe that did not move (the same samples) explains nothing.
+  EXPECT_EQ(machine_drift(2.5, &base_probe, &base_probe, options), "");
+  // No probe on a side (a report before schema 1.6), or too few samples: nothing either.
+  EXPECT_EQ(machine_drift(2.5, nullptr, &base_probe, options), "");
+  options.min_samples = 11;
+  EXPECT_EQ(machine_drift(2.5, &head_probe, &base_probe, options), "");
+}
+
 TEST(CompareTimes, TooFewSamplesAreInconclusive) {
   TimeTestOptions options;
   options.min_samples = 11;

@@ -133,6 +133,28 @@ TEST(StepWindow, TimesEachPhaseOfEachMeasuredStep) {
   EXPECT_EQ(find_metric(r, "phase[setup].time.median"), nullptr);
 }
 
+TEST(StepWindow, TimesTheMachineProbeAfterEachMeasuredStepOutsideItsCounts) {
+  sim::initialize();
+  auto instrument = make_instrument(DeviceKind::Sim);
+  runtime::MlpRegression m({{8, 4}, 1}, {});
+  runtime::SyntheticRegressionData data({16, 8, 4, 5, true});
+  runtime::SingleDeviceStrategy s(sim::device(0), runtime::RestorePolicy::Rebuild);
+  runtime::Trainer t(s, data, {5, 2});
+  StepWindow window(*instrument, 1);
+  t.add_callback(&window);
+  t.fit(m);
+  VariantResult r;
+  window.finish(r);
+  const std::vector<double>* probe = find_samples(r, "samples.machine_probe");
+  ASSERT_NE(probe, nullptr);
+  EXPECT_EQ(probe->size(), 4u);  // one per measured step
+  for (double ns : *probe) EXPECT_GT(ns, 1000.0);  // real work: at least a microsecond
+  EXPECT_NE(find_metric(r, "timing.machine_probe.median"), nullptr);
+  // Host work only: the step's counts are what they are without it.
+  EXPECT_EQ(find_metric(r, "per_step.h2d.count")->value, 2.0);
+  EXPECT_EQ(find_metric(r, "per_step.sync.count")->value, 0.0);
+}
+
 TEST(StepWindow, InstrumentOverheadModeCountsEverySecondStepAndTimesTheOthers) {
   sim::initialize();
   auto instrument = make_instrument(DeviceKind::Sim);

@@ -15,7 +15,7 @@ namespace {
 // Time series compared only when asked for (--phase-times): each phase's time, and each step's
 // time waited in syncs (microseconds on sim, where timer noise dominates).
 bool diagnostic_series(const std::string& name) {
-  return starts_with(name, "phase[") || name == "sync.wait_time";
+  return starts_with(name, "phase[") || name == "sync.wait_time" || name == kMachineProbe;
 }
 
 // Counts are exact; this only absorbs floating-point rounding of per-step divisions.
@@ -224,6 +224,17 @@ class VariantComparer {
         case TimeVerdict::Inconclusive: m.change = Change::Inconclusive; break;
       }
       m.note = m.time->reason;
+      if ((m.change == Change::Regression || m.change == Change::Improvement) &&
+          m.time->ratio.ratio) {
+        // A machine slower (or faster) for the whole of one run moves the probe too.
+        const std::string probe = kSamplesPrefix + std::string(kMachineProbe);
+        const std::string drift = machine_drift(*m.time->ratio.ratio, find_samples(head_, probe),
+                                                find_samples(base_, probe), options_);
+        if (!drift.empty()) {
+          m.change = Change::Inconclusive;
+          m.note = drift + "; " + m.note;
+        }
+      }
       const std::string crowded_base = contention(base_), crowded_head = contention(head_);
       if (!trust_.times.empty()) {
         m.change = Change::Inconclusive;

@@ -270,4 +270,25 @@ TimeComparison compare_times(const std::vector<double>& head, const std::vector<
   return out;
 }
 
+std::string machine_drift(double ratio, const std::vector<double>* head_probe,
+                          const std::vector<double>* base_probe, const TimeTestOptions& options) {
+  if (head_probe == nullptr || base_probe == nullptr) return "";
+  if (head_probe->size() < options.min_samples || base_probe->size() < options.min_samples) {
+    return "";
+  }
+  const MannWhitney test = mann_whitney_u(*head_probe, *base_probe);
+  const RatioEstimate machine = hodges_lehmann_ratio(*head_probe, *base_probe);
+  if (!machine.ratio || !(*machine.ratio > 0)) return "";
+  const bool slower = *machine.ratio >= 1;
+  const double p = slower ? test.p_greater : test.p_less;
+  if (!(p < options.alpha)) return "";
+  const double relative = ratio / *machine.ratio;
+  if (relative > options.max_ratio || relative < 1 / options.max_ratio) return "";
+  return std::string("the machine itself was ") + (slower ? "slower" : "faster") +
+         " in head's run: the machine probe timed after each step moved " +
+         format_ratio_estimate(machine) + " (p " + format_p_value(p) + "), and the time's ratio " +
+         fixed(ratio, 3) + " is " + fixed(relative, 3) + "x that, within " +
+         fixed(options.max_ratio, 2) + "x: drift of the machine, not a change of the code";
+}
+
 }  // namespace harness

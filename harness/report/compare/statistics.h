@@ -78,4 +78,13 @@ struct TimeComparison {
 TimeComparison compare_times(const std::vector<double>& head, const std::vector<double>& base,
                              const TimeTestOptions& options);
 
+// Why a time verdict of `ratio` (head / base, beyond max_ratio either way) between two runs is the
+// machine's rather than the code's, from the machine probe timed after each step of both
+// (samples "machine_probe"): the probe itself moved, significantly by the one-sided U test at
+// options.alpha, and `ratio` divided by the probe's Hodges-Lehmann ratio lies within
+// [1 / max_ratio, max_ratio]. "" when not (no probe on a side, fewer than min_samples, a probe
+// that did not move, or a change beyond the machine's).
+std::string machine_drift(double ratio, const std::vector<double>* head_probe,
+                          const std::vector<double>* base_probe, const TimeTestOptions& options);
+
 }  // namespace harness

@@ -227,6 +227,12 @@ class VariantCheck {
       if (why.empty() && base_variant && !contention(*base_variant).empty()) {
         why = "baseline: " + contention(*base_variant);
       }
+      if (c.verdict == TimeVerdict::Regression && why.empty() && base_variant &&
+          c.ratio.ratio) {
+        const std::string probe = std::string(kSamplesPrefix) + kMachineProbe;
+        why = machine_drift(*c.ratio.ratio, find_samples(variant_, probe),
+                            find_samples(*base_variant, probe), options);
+      }
       if (c.verdict == TimeVerdict::Regression && !why.empty()) {
         return finish(out, RuleStatus::Inconclusive, why + "; " + message);
       }

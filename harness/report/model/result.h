@@ -109,6 +109,12 @@ struct Provenance {
   int cpu_count = 0;       // CPUs the leader may run on (its affinity mask); 0: not known
 };
 
+// samples.machine_probe (schema 1.6.0): the time of a fixed piece of host work timed after each
+// measured step (time_machine_probe in harness/measure.h). bench compare discounts a variant's
+// step-time ratio by its probe's ratio: a machine that was slower for the whole run slows the
+// probe as much as the steps.
+inline constexpr const char* kMachineProbe = "machine_probe";
+
 // timing.cpu_wait.share (schema 1.4.0): the time a variant's threads waited for a CPU (runnable,
 // not running; summed over threads) per second of the variant. Above kContendedCpuWait other work
 // held the cores while it ran: its step times measure the machine's load as much as the code, and
