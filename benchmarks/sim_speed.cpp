@@ -136,7 +136,7 @@ std::unique_ptr<Case> op_case(const std::string& name, const c10::Device& device
 }
 
 int usage(const char* why) {
-  std::fprintf(stderr, "sim_speed: %s\nusage: sim_speed [--rounds N] [--steps N] [--json FILE]\n",
+  std::fprintf(stderr, "sim_speed: %s\nusage: sim_speed [--rounds N] [--steps N] [--json FILE] [--case NAME]...\n",
                why);
   return 2;
 }
@@ -147,6 +147,7 @@ int main(int argc, char** argv) {
   int rounds = 15;
   int64_t steps = 30;
   std::optional<std::string> json_path;
+  std::vector<std::string> only;  // --case: these cases only (for a profile of one)
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (!std::strcmp(argv[i], "--rounds") && has_value) {
@@ -155,6 +156,8 @@ int main(int argc, char** argv) {
       steps = std::atoll(argv[++i]);
     } else if (!std::strcmp(argv[i], "--json") && has_value) {
       json_path = argv[++i];
+    } else if (!std::strcmp(argv[i], "--case") && has_value) {
+      only.push_back(argv[++i]);
     } else {
       return usage((std::string("unknown or incomplete argument ") + argv[i]).c_str());
     }
@@ -166,12 +169,24 @@ int main(int argc, char** argv) {
   const harness::runtime::DeviceSelection cpu = harness::runtime::select_device("cpu");
   const harness::runtime::DeviceSelection sim = harness::runtime::select_device("sim");
 
+  const std::vector<std::string> names = {"add_", "mm", "foreach", "item", "step"};
+  for (const std::string& name : only) {
+    if (std::find(names.begin(), names.end(), name) == names.end()) {
+      return usage(("unknown case '" + name + "' (cases: add_, mm, foreach, item, step)").c_str());
+    }
+  }
+  auto wanted = [&](const std::string& name) {
+    return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+  };
   std::vector<Row> rows;
   for (const char* name : {"add_", "mm", "foreach", "item"}) {
+    if (!wanted(name)) continue;
     rows.push_back({name, op_case(name, cpu.device(0)), op_case(name, sim.device(0)), {}, {}});
   }
-  rows.push_back({"step", std::make_unique<StepCase>(cpu, steps),
-                  std::make_unique<StepCase>(sim, steps), {}, {}});
+  if (wanted("step")) {
+    rows.push_back({"step", std::make_unique<StepCase>(cpu, steps),
+                    std::make_unique<StepCase>(sim, steps), {}, {}});
+  }
 
   harness::EventCollector collector;  // sim counts as it does in bench; the CPU has nothing to count
   for (int r = 0; r < rounds; ++r) {

@@ -79,32 +79,54 @@ std::string nccl_kernel_name(const std::string& op) {
 
 }  // namespace
 
+void EventCollector::add_copy(CopyKind kind, int64_t bytes, bool host_pinned,
+                              bool cross_device) {
+  PhaseCounts& counts = current_phase_counts();
+  auto& tally = counts.copies(kind);
+  tally.count += 1;
+  tally.bytes += bytes;
+  if (host_pinned) tally.pinned += 1;
+  if (cross_device) {
+    counts.cross_device.count += 1;
+    counts.cross_device.bytes += bytes;
+  }
+}
+
+void EventCollector::trace_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
+                                bool cross_device) {
+  const int64_t end = trace_clock_ns();
+  const int64_t begin = begin_ns ? begin_ns : end;
+  const uint64_t correlation = trace_->next_correlation();
+  TraceArgs args = {{"phase", Phase::current_name()}, {"kind", to_string(kind)}};
+  trace_->add_host_call("", "cudaMemcpyAsync", correlation, begin, end, args);
+  args["bytes"] = bytes;
+  args["host memory"] = host_pinned ? "pinned" : "pageable";
+  args["cross-device"] = cross_device;
+  trace_->add_device_work(DeviceWork::Memcpy, trace_memcpy_name(kind, host_pinned, cross_device),
+                          -1, kSimComputeStream, correlation, begin, end, std::move(args));
+}
+
 void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
                                  int64_t begin_ns, bool cross_device) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    PhaseCounts& counts = current_phase_counts();
-    auto& tally = counts.copies(kind);
-    tally.count += 1;
-    tally.bytes += bytes;
-    if (host_pinned) tally.pinned += 1;
-    if (cross_device) {
-      counts.cross_device.count += 1;
-      counts.cross_device.bytes += bytes;
-    }
+    add_copy(kind, bytes, host_pinned, cross_device);
   }
-  if (trace_) {
-    const int64_t end = trace_clock_ns();
-    const int64_t begin = begin_ns ? begin_ns : end;
-    const uint64_t correlation = trace_->next_correlation();
-    TraceArgs args = {{"phase", Phase::current_name()}, {"kind", to_string(kind)}};
-    trace_->add_host_call("", "cudaMemcpyAsync", correlation, begin, end, args);
-    args["bytes"] = bytes;
-    args["host memory"] = host_pinned ? "pinned" : "pageable";
-    args["cross-device"] = cross_device;
-    trace_->add_device_work(DeviceWork::Memcpy, trace_memcpy_name(kind, host_pinned, cross_device), -1,
-                            kSimComputeStream, correlation, begin, end, std::move(args));
+  if (trace_) trace_copy(kind, bytes, host_pinned, begin_ns, cross_device);
+}
+
+void EventCollector::record_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned,
+                                          int64_t begin_ns, bool cross_device,
+                                          std::string_view op, std::string_view reason,
+                                          int64_t wait_ns) {
+  if (trace_ || sync_observer_) {  // the trace's order and the observer's lock-free call
+    record_copy(kind, bytes, host_pinned, begin_ns, cross_device);
+    record_sync(op, reason, wait_ns);
+    return;
   }
+  std::lock_guard<std::mutex> lock(mu_);
+  add_copy(kind, bytes, host_pinned, cross_device);
+  add_sync(op, reason, wait_ns, /*collective=*/false);
 }
 
 const SyncSiteKey& EventCollector::add_sync(std::string_view op, std::string_view reason,
@@ -264,6 +286,12 @@ void record_collective_wait(std::string_view op, int64_t wait_ns) noexcept {
 }
 void record_sync(std::string_view op, std::string_view reason, int64_t wait_ns) noexcept {
   HARNESS_FORWARD_EVENT(record_sync(op, reason, wait_ns));
+}
+void record_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
+                          bool cross_device, std::string_view op, std::string_view reason,
+                          int64_t wait_ns) noexcept {
+  HARNESS_FORWARD_EVENT(record_copy_and_sync(kind, bytes, host_pinned, begin_ns, cross_device, op,
+                                             reason, wait_ns));
 }
 void record_collective(std::string_view name, int64_t bytes) noexcept {
   HARNESS_FORWARD_EVENT(record_collective(name, bytes));

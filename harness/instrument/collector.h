@@ -52,6 +52,11 @@ class EventCollector {
   // `wait_ns`: the host time spent waiting in it (kNotTimed: not measured). A timed sync is a span
   // on the trace, ending now.
   void record_sync(std::string_view op, std::string_view reason, int64_t wait_ns = kNotTimed);
+  // A copy that is also a sync (a blocking copy, .item()'s read): record_copy then record_sync,
+  // under one lock.
+  void record_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
+                            bool cross_device, std::string_view op, std::string_view reason,
+                            int64_t wait_ns);
   // A host sync that waited for collective `op` (barrier(), or a collective on CPU tensors):
   // counted in syncs and apart (`collective_syncs`), with its site.
   void record_collective_sync(std::string_view op, std::string_view reason,
@@ -85,6 +90,9 @@ class EventCollector {
 
  private:
   PhaseCounts& current_phase_counts();  // requires mu_
+  void add_copy(CopyKind kind, int64_t bytes, bool host_pinned, bool cross_device);  // mu_
+  void trace_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
+                  bool cross_device);
   int64_t& launch_slot(std::string_view op);  // requires mu_
   // Counts a sync; returns its site's key (a node of counts_.sync_sites). Requires mu_.
   const SyncSiteKey& add_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
@@ -150,6 +158,9 @@ void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_n
                  bool cross_device = false) noexcept;
 void record_sync(std::string_view op, std::string_view reason,
                  int64_t wait_ns = kNotTimed) noexcept;
+void record_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
+                          bool cross_device, std::string_view op, std::string_view reason,
+                          int64_t wait_ns) noexcept;
 void record_collective_sync(std::string_view op, std::string_view reason,
                             int64_t wait_ns = kNotTimed) noexcept;
 void record_collective_wait(std::string_view op, int64_t wait_ns = kNotTimed) noexcept;

@@ -151,16 +151,20 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
       events::record_launch("aten::copy_", begin);  // a strided or casting copy is a kernel
     }
   } else if (dst_sim) {
-    events::record_copy(CopyKind::HostToDevice, bytes, host_pinned(src), begin, cross_device);
-    if (syncs) events::record_sync("aten::copy_", "blocking copy H2D", waited);
+    if (syncs) {
+      events::record_copy_and_sync(CopyKind::HostToDevice, bytes, host_pinned(src), begin,
+                                   cross_device, "aten::copy_", "blocking copy H2D", waited);
+    } else {
+      events::record_copy(CopyKind::HostToDevice, bytes, host_pinned(src), begin, cross_device);
+    }
+  } else if (syncs) {
+    events::record_copy_and_sync(CopyKind::DeviceToHost, bytes, host_pinned(dst), begin,
+                                 cross_device, "aten::copy_",
+                                 non_blocking ? "non-blocking copy D2H into pageable memory"
+                                              : "blocking copy D2H",
+                                 waited);
   } else {
     events::record_copy(CopyKind::DeviceToHost, bytes, host_pinned(dst), begin, cross_device);
-    if (syncs) {
-      events::record_sync("aten::copy_",
-                          non_blocking ? "non-blocking copy D2H into pageable memory"
-                                       : "blocking copy D2H",
-                          waited);
-    }
   }
   return dst;
 }
@@ -177,9 +181,9 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   at::Scalar value = at::native::_local_scalar_dense_cpu(self);
   const int64_t waited = events::elapsed_since(begin);
   // CUDA copies the value into a page-locked buffer (CUDAScalar.cu, _local_scalar_dense_cuda).
-  events::record_copy(CopyKind::DeviceToHost, static_cast<int64_t>(self.element_size()),
-                      /*host_pinned=*/true, begin);
-  events::record_sync("aten::_local_scalar_dense", "item", waited);
+  events::record_copy_and_sync(CopyKind::DeviceToHost, static_cast<int64_t>(self.element_size()),
+                               /*host_pinned=*/true, begin, /*cross_device=*/false,
+                               "aten::_local_scalar_dense", "item", waited);
   return value;
 }
 
