@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-import harness_sim  # registers accelerator "sim" and strategy "ddp_sim"
+import harness_sim  # registers accelerator "sim", and DDP on sim ranks (strategy "ddp")
 from harness_sim.lightning import CountingCallback
 from lightning.pytorch import Trainer, seed_everything
 from lightning.pytorch.demos.boring_classes import BoringModel
@@ -38,7 +38,7 @@ class LoggingModel(BoringModel):
 def fit(on_step: bool) -> harness_sim.Counts:
     seed_everything(0, verbose=False)
     counting = CountingCallback()
-    trainer = Trainer(accelerator="sim", devices=2, strategy="ddp_sim", max_epochs=1,
+    trainer = Trainer(accelerator="sim", devices=2, strategy="ddp", max_epochs=1,
                       limit_train_batches=STEPS, limit_val_batches=0, logger=False,
                       enable_checkpointing=False, enable_progress_bar=False,
                       enable_model_summary=False, callbacks=[counting])

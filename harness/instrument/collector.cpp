@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <stdexcept>
 #include <string>
 
 #include "harness/instrument/phase.h"
@@ -9,7 +10,13 @@
 
 namespace harness {
 namespace {
-std::atomic<EventCollector*> g_active{nullptr};
+// The collectors counting now, each in a slot of its own: every event goes to each of them, so a
+// session started inside another (harness_sim.count() in a program that `run` counts) counts
+// what happens while it is on, and so does the outer one. Slots [0, g_slots_in_use) are scanned;
+// they change under g_slots_mu only.
+std::atomic<EventCollector*> g_active[kMaxActiveCollectors];
+std::atomic<int> g_slots_in_use{0};
+std::mutex g_slots_mu;
 }  // namespace
 
 PhaseCounts& EventCollector::current_phase_counts() {
@@ -254,20 +261,46 @@ void EventCollector::clear() {
   sync_slots_.clear();
 }
 
-ScopedCollection::ScopedCollection(EventCollector& collector) noexcept
-    : previous_(g_active.exchange(&collector)) {}
+ScopedCollection::ScopedCollection(EventCollector& collector) {
+  std::lock_guard<std::mutex> lock(g_slots_mu);
+  int free = -1;
+  for (int i = 0; i < kMaxActiveCollectors; ++i) {
+    EventCollector* c = g_active[i].load(std::memory_order_relaxed);
+    if (c == &collector) return;  // already counting: this scope adds nothing, removes nothing
+    if (c == nullptr && free < 0) free = i;
+  }
+  if (free < 0) {
+    throw std::length_error("more than " + std::to_string(kMaxActiveCollectors) +
+                            " event collectors counting at once");
+  }
+  slot_ = free;
+  g_active[free].store(&collector, std::memory_order_release);
+  if (free + 1 > g_slots_in_use.load(std::memory_order_relaxed)) {
+    g_slots_in_use.store(free + 1, std::memory_order_release);
+  }
+}
 
-ScopedCollection::~ScopedCollection() { g_active.store(previous_); }
+ScopedCollection::~ScopedCollection() {
+  if (slot_ < 0) return;
+  std::lock_guard<std::mutex> lock(g_slots_mu);
+  g_active[slot_].store(nullptr, std::memory_order_release);
+  int in_use = g_slots_in_use.load(std::memory_order_relaxed);
+  while (in_use > 0 && g_active[in_use - 1].load(std::memory_order_relaxed) == nullptr) --in_use;
+  g_slots_in_use.store(in_use, std::memory_order_release);
+}
 
 namespace events {
 // Recording allocates (map nodes, strings); an allocation failure is not worth aborting a
 // measurement for, so it is swallowed here and the count is lost.
-#define HARNESS_FORWARD_EVENT(call)                                      \
-  EventCollector* c = g_active.load(std::memory_order_acquire);         \
-  if (c == nullptr) return;                                             \
-  try {                                                                 \
-    c->call;                                                            \
-  } catch (...) {                                                       \
+#define HARNESS_FORWARD_EVENT(call)                                        \
+  const int slots = g_slots_in_use.load(std::memory_order_acquire);       \
+  for (int i = 0; i < slots; ++i) {                                       \
+    EventCollector* c = g_active[i].load(std::memory_order_acquire);      \
+    if (c == nullptr) continue;                                           \
+    try {                                                                 \
+      c->call;                                                            \
+    } catch (...) {                                                       \
+    }                                                                     \
   }
 
 void record_launch(std::string_view op, int64_t begin_ns) noexcept {
@@ -301,10 +334,14 @@ void record_collective_trace(const CollectiveTrace& collective) noexcept {
 }
 void record_stream_wait() noexcept { HARNESS_FORWARD_EVENT(record_stream_wait()); }
 #undef HARNESS_FORWARD_EVENT
-bool collecting() noexcept { return g_active.load(std::memory_order_acquire) != nullptr; }
+bool collecting() noexcept { return g_slots_in_use.load(std::memory_order_acquire) > 0; }
 bool tracing() noexcept {
-  EventCollector* c = g_active.load(std::memory_order_acquire);
-  return c != nullptr && c->tracing();
+  const int slots = g_slots_in_use.load(std::memory_order_acquire);
+  for (int i = 0; i < slots; ++i) {
+    EventCollector* c = g_active[i].load(std::memory_order_acquire);
+    if (c != nullptr && c->tracing()) return true;
+  }
+  return false;
 }
 int64_t begin_time() noexcept { return collecting() ? trace_clock_ns() : 0; }
 int64_t elapsed_since(int64_t begin) noexcept {

@@ -139,16 +139,23 @@ class EventCollector {
   SyncObserver sync_observer_;
 };
 
-// Makes a collector the active one for its lifetime (and restores the previous one after).
+// Collectors that count at once (harness_sim.count() inside `run`, bench's instrument beside a
+// test's own collector): each gets every event.
+inline constexpr int kMaxActiveCollectors = 8;
+
+// Makes a collector count for its lifetime: it gets every event, as does every other collector
+// counting at the same time (scopes need not end in the order they began). A collector that
+// already counts is left as it is (this scope neither adds nor removes it). Throws
+// std::length_error with kMaxActiveCollectors already counting.
 class ScopedCollection {
  public:
-  explicit ScopedCollection(EventCollector& collector) noexcept;
+  explicit ScopedCollection(EventCollector& collector);
   ~ScopedCollection();
   ScopedCollection(const ScopedCollection&) = delete;
   ScopedCollection& operator=(const ScopedCollection&) = delete;
 
  private:
-  EventCollector* previous_;
+  int slot_ = -1;  // the slot this scope filled; -1: none
 };
 
 namespace events {

@@ -115,34 +115,50 @@ class CountingCallback(Callback):
 
 
 class SimDDPStrategy(DDPStrategy):
-    """Lightning's DDP on sim ranks: ``Trainer(accelerator="sim", devices=2, strategy="ddp_sim")``.
+    """Lightning's DDP, which also runs on sim ranks: ``Trainer(accelerator="sim", devices=2)``
+    with ``strategy="ddp"``, ``"auto"`` (Lightning picks "ddp" for several devices) or
+    ``"ddp_sim"``.
 
-    Lightning's DDPStrategy as it is, with two differences sim needs: the process group has a sim
-    backend beside Gloo (``"cpu:gloo,sim:sim"``: collectives on sim tensors through harness_sim's
-    counting backend, on CPU tensors through Gloo, counted too), and DistributedDataParallel gets
-    no ``device_ids``: with them Lightning 2.6 builds the module inside
-    ``torch.cuda.stream(torch.cuda.Stream())`` (strategies/ddp.py ``_setup_model``), which fails
-    on a machine without CUDA. For a module on one device DDP needs none."""
+    Lightning's DDPStrategy cannot run on a device it does not know (strategies/ddp.py, 2.6): it
+    gives any device but CUDA the Gloo process group, which has no collectives for sim tensors,
+    and it builds DistributedDataParallel inside ``torch.cuda.stream(torch.cuda.Stream())``
+    whenever the device is not the CPU, which fails without CUDA. On a sim root device this
+    class differs in those two only: the process group has harness_sim's counting backend for
+    sim tensors beside Gloo for CPU tensors (``"cpu:gloo,sim:sim"``, unless the program chose a
+    backend), and DistributedDataParallel gets no ``device_ids`` (a module on one device needs
+    none). On any other device it is DDPStrategy unchanged, so ``import harness_sim`` registers
+    it as Lightning's "ddp" too (with Lightning's own start method)."""
 
     strategy_name = "ddp_sim"
 
-    def __init__(self, **kwargs: Any) -> None:
-        kwargs.setdefault("process_group_backend", "cpu:gloo,sim:sim")
-        super().__init__(**kwargs)
+    def _get_process_group_backend(self) -> str:
+        if self._process_group_backend is None and self.root_device.type == harness_sim.BACKEND_NAME:
+            return "cpu:gloo,sim:sim"
+        return super()._get_process_group_backend()
 
     def determine_ddp_device_ids(self):
-        return None
+        if self.root_device.type == harness_sim.BACKEND_NAME:
+            return None
+        return super().determine_ddp_device_ids()
 
     @classmethod
     def register_strategies(cls, strategy_registry: Any) -> None:
         strategy_registry.register(cls.strategy_name, cls,
                                    description="DDP on harness_sim's simulated devices")
+        # "ddp" as Lightning registers it (DDPStrategy.register_strategies), this class in its
+        # place: the same strategy wherever the device is not sim.
+        if "ddp" not in strategy_registry or \
+                strategy_registry["ddp"]["strategy"] is DDPStrategy:
+            strategy_registry.register("ddp", cls, description="DDP strategy with `start_method` "
+                                       "'popen' (harness_sim: on sim ranks too)", override=True,
+                                       start_method="popen")
 
 
 def register_accelerator() -> None:
     """``Trainer(accelerator="sim")`` and ``--trainer.accelerator sim``: SimAccelerator in
-    Lightning's registry, and ``strategy="ddp_sim"`` (done by ``import harness_sim`` once
-    Lightning is imported)."""
+    Lightning's registry, and DDP on sim ranks as ``strategy="ddp"`` (so also "auto" with
+    several devices) and ``"ddp_sim"`` (done by ``import harness_sim`` once Lightning is
+    imported)."""
     from lightning.pytorch.accelerators import AcceleratorRegistry
     from lightning.pytorch.strategies import StrategyRegistry
     if SimAccelerator.name() not in AcceleratorRegistry:

@@ -1,6 +1,8 @@
 """Lightning #19955 with Lightning itself on sim (examples/lightning_resume_19955.py)."""
 from __future__ import annotations
 
+import pytest
+
 import lightning_resume_19955 as example
 
 
@@ -43,18 +45,20 @@ def test_example_prints_the_difference(capsys):
     assert "20 more syncs per step = 2 per parameter tensor per step" in out
 
 
-def test_lightning_ddp_on_two_sim_devices_as_lightning_starts_ranks():
-    """strategy="ddp_sim": Lightning's own DDPStrategy (it starts rank 1 by running the script
-    again) on sim:0 and sim:1, through harness_sim's c10d backend: the replicas end equal, and
-    each rank counts its collectives (one gradient all-reduce per step, with Lightning's own)."""
+@pytest.mark.parametrize("strategy", ["ddp", "auto"])
+def test_lightning_ddp_on_two_sim_devices_as_lightning_starts_ranks(strategy):
+    """strategy="ddp" (and "auto", which Lightning makes "ddp" for 2 devices): Lightning's own
+    DDP (it starts rank 1 by running the script again) on sim:0 and sim:1, through harness_sim's
+    c10d backend: the replicas end equal, and each rank counts its collectives (one gradient
+    all-reduce per step, with Lightning's own)."""
     import json
     import os
     import subprocess
     import sys
     script = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "programs",
                           "lightning_ddp.py")
-    r = subprocess.run([sys.executable, script], capture_output=True, text=True, timeout=300,
-                       cwd=os.path.dirname(script))
+    r = subprocess.run([sys.executable, script, "--strategy", strategy], capture_output=True,
+                       text=True, timeout=300, cwd=os.path.dirname(script))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     results = sorted((json.loads(line[len("RESULT "):]) for line in r.stdout.splitlines()
                       if line.startswith("RESULT ")), key=lambda x: x["rank"])

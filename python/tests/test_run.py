@@ -68,6 +68,37 @@ def test_steps_are_optimizer_steps_and_windows_end_at_them(tmp_path, capsys):
     assert r["before_steps"]["total"]["h2d.count"] == 3  # weight, bias, the first batch
 
 
+NESTED = """\
+import json, sys, torch, harness_sim
+model = torch.nn.Linear(8, 2).to("sim")
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+with harness_sim.count() as c:
+    for i in range(4):
+        loss = model(torch.randn(16, 8).to("sim")).pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        loss.item()
+print("INNER " + json.dumps({"syncs": c.syncs, "h2d": c.copies["h2d"]["count"]}))
+"""
+
+
+def test_a_programs_own_count_inside_run_counts_what_it_would_alone(tmp_path, capsys):
+    # The program's harness_sim.count() and run's sessions count at once: each gets every event
+    # (the inner block lost what followed run's first step boundary when only one could).
+    prog = _script(tmp_path, NESTED)
+    assert subprocess.run([sys.executable, prog], capture_output=True, text=True,
+                          check=True).stdout.strip() == 'INNER {"syncs": 8, "h2d": 4}'
+    out = tmp_path / "r.json"
+    assert run(["--skip-steps", "0", "--out", str(out), "--", prog]) == 0
+    assert 'INNER {"syncs": 8, "h2d": 4}' in capsys.readouterr().out
+    r = _report(out)
+    # run counted them too: 4 windows, the first from the start (the model's weight and bias,
+    # then 4 batches: 6 blocking H2D copies; 3 item()s; the last item() follows the last step).
+    assert r["steps"]["total"]["h2d.count"] == 6
+    assert r["steps"]["total"]["sync.count"] == 6 + 3
+
+
 def test_sync_sites_name_the_programs_file_and_line(tmp_path, capsys):
     prog = _script(tmp_path, LOOP)
     assert run(["--skip-steps", "0", "--", prog, "3"]) == 0

@@ -4,6 +4,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +34,29 @@ class SimDevice : public ::testing::Test {
   c10::Device dev1 = sim::device(1);
   Counts last_;
 };
+
+// Two collectors counting at once (harness_sim.count() inside `run`): each gets every event
+// while it is on, whatever order their scopes end in.
+TEST_F(SimDevice, CollectorsCountingAtOnceEachGetEveryEvent) {
+  at::Tensor t = at::full({}, 3.0).to(dev0);
+  EventCollector outer, inner;
+  {
+    auto outer_scope = std::make_unique<ScopedCollection>(outer);
+    (void)t.item<double>();                  // outer only
+    auto inner_scope = std::make_unique<ScopedCollection>(inner);
+    (void)t.item<double>();                  // both
+    outer_scope.reset();                     // the outer ends first (not LIFO)
+    (void)t.item<double>();                  // inner only
+    auto again = std::make_unique<ScopedCollection>(outer);
+    ScopedCollection twice(outer);           // already counting: adds nothing
+    (void)t.item<double>();                  // both, once each
+  }
+  (void)t.item<double>();                    // neither
+  EXPECT_EQ(outer.snapshot().total().syncs, 3);
+  EXPECT_EQ(inner.snapshot().total().syncs, 3);
+  EXPECT_EQ(outer.snapshot().total().d2h.count, 3);
+  EXPECT_FALSE(events::collecting());
+}
 
 TEST_F(SimDevice, ItemIsOneD2HAndOneSync) {
   at::Tensor t = at::full({}, 3.0).to(dev0);
