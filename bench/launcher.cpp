@@ -69,6 +69,11 @@ pid_t spawn_rank(const std::vector<std::string>& argv, int rank, int world, int 
   ::setenv("MASTER_ADDR", "127.0.0.1", 1);
   ::setenv("MASTER_PORT", std::to_string(port).c_str(), 1);
   ::setenv("TMPDIR", temp_dir.c_str(), 1);
+  // One intra-op thread per rank unless the caller chose, as torchrun sets it for several ranks
+  // on a host (torch/distributed/run.py): the ranks' idle OpenMP workers would otherwise spin
+  // on the cores the other ranks need (2 ranks on 2 CPUs: three quarters of the CPU time in
+  // libgomp's spin-wait, a sharded step 90 ms instead of a few).
+  ::setenv("OMP_NUM_THREADS", "1", /*overwrite=*/0);
   if (world_from_scenarios) {
     ::setenv(kWorldFromScenariosVariable, "1", 1);
   } else {

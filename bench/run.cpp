@@ -1,5 +1,7 @@
 #include "bench/run.h"
 
+#include <ATen/Parallel.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -193,6 +195,7 @@ ExitCode run_bench(const BenchOptions& o) {
   report.provenance.ranks_per_host =
       !rank_env ? 1 : rank_env->local_world_size > 0 ? rank_env->local_world_size : rank_env->world_size;
   report.provenance.cpu_count = usable_cpus();
+  report.provenance.intra_op_threads = at::get_num_threads();
   report.warnings = trust_warnings(o, device, *instrument);
   const std::string crowded = oversubscription(report.provenance, report.provenance.world_size);
   if (!crowded.empty()) {

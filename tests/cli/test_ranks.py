@@ -382,6 +382,24 @@ class ZeroBroadcastRanks(unittest.TestCase):
         self.assertIn("rank1/fresh/foreach", r.stdout)
 
 
+class RankThreads(unittest.TestCase):
+    """Each rank bench starts gets one intra-op thread unless the caller chose (torchrun's
+    default for several ranks on a host): idle OpenMP workers of one rank spun on the cores the
+    other ranks needed."""
+
+    def threads(self, *args, env=None):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "r.json")
+            r = bench("-s", "zero_broadcast", "-d", "sim", "--steps", "2", "--quiet",
+                      "--variant", "consolidate/tensor", "-o", out, *args, env=env)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            return strict_json(out)["provenance"]["intra_op_threads"]
+
+    def test_one_thread_per_rank_unless_the_caller_chose(self):
+        self.assertEqual(self.threads("--nproc", "2"), 1)
+        self.assertEqual(self.threads("--nproc", "2", env=clean_env(OMP_NUM_THREADS="2")), 2)
+
+
 class RankFailures(unittest.TestCase):
     def test_killed_rank_ends_run_with_exit_3_and_no_orphans(self):
         proc = subprocess.Popen([BENCH, "--scenario", "zero_broadcast", "--device", "sim",

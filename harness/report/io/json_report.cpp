@@ -67,7 +67,8 @@ ReportJson provenance_json(const Provenance& p) {
           {"started_at", p.started_at},
           {"world_size", p.world_size},
           {"ranks_per_host", p.ranks_per_host},
-          {"cpu_count", p.cpu_count}};
+          {"cpu_count", p.cpu_count},
+          {"intra_op_threads", p.intra_op_threads}};
 }
 
 ReportJson variant_json(const VariantResult& v, MeasurementWriter& writer) {

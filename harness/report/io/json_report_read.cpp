@@ -180,6 +180,9 @@ Provenance read_provenance(const Node& p) {
   if (auto n = p.find("world_size")) out.world_size = static_cast<int>(n->integer());
   if (auto n = p.find("ranks_per_host")) out.ranks_per_host = static_cast<int>(n->integer());
   if (auto n = p.find("cpu_count")) out.cpu_count = static_cast<int>(n->integer());
+  if (auto n = p.find("intra_op_threads")) {
+    out.intra_op_threads = static_cast<int>(n->integer());
+  }
   return out;
 }
 

@@ -107,6 +107,7 @@ struct Provenance {
   int world_size = 1;
   int ranks_per_host = 1;  // ranks on the leader's host (LOCAL_WORLD_SIZE); 1 without ranks
   int cpu_count = 0;       // CPUs the leader may run on (its affinity mask); 0: not known
+  int intra_op_threads = 0;  // the leader's intra-op (OpenMP) threads; 0: not known
 };
 
 // samples.machine_probe (schema 1.6.0): the time of a fixed piece of host work timed after each
