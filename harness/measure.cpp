@@ -217,7 +217,10 @@ void StepWindow::on_train_step_end(runtime::Trainer&, int64_t) {
     }
   }
   (counting_ ? step_ns_ : uninstrumented_step_ns_).push_back(ns);
-  if (counting_) probe_ns_.push_back(time_machine_probe());  // after the step, not in its time
+  // After every step of the window, outside its time (so that with --instrument-overhead both
+  // kinds of step follow one); kept for the instrumented steps, one sample per measured step.
+  const int64_t probe_ns = time_machine_probe();
+  if (counting_) probe_ns_.push_back(probe_ns);
   counting_ = false;
   in_step_ = false;
   ++window_steps_;

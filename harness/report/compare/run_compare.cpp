@@ -227,9 +227,9 @@ class VariantComparer {
       if ((m.change == Change::Regression || m.change == Change::Improvement) &&
           m.time->ratio.ratio) {
         // A machine slower (or faster) for the whole of one run moves the probe too.
-        const std::string probe = kSamplesPrefix + std::string(kMachineProbe);
-        const std::string drift = machine_drift(*m.time->ratio.ratio, find_samples(head_, probe),
-                                                find_samples(base_, probe), options_);
+        const std::string drift =
+            machine_drift(*m.time->ratio.ratio, machine_probe_samples(head_),
+                          machine_probe_samples(base_), options_);
         if (!drift.empty()) {
           m.change = Change::Inconclusive;
           m.note = drift + "; " + m.note;

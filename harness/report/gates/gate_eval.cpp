@@ -229,9 +229,8 @@ class VariantCheck {
       }
       if (c.verdict == TimeVerdict::Regression && why.empty() && base_variant &&
           c.ratio.ratio) {
-        const std::string probe = std::string(kSamplesPrefix) + kMachineProbe;
-        why = machine_drift(*c.ratio.ratio, find_samples(variant_, probe),
-                            find_samples(*base_variant, probe), options);
+        why = machine_drift(*c.ratio.ratio, machine_probe_samples(variant_),
+                            machine_probe_samples(*base_variant), options);
       }
       if (c.verdict == TimeVerdict::Regression && !why.empty()) {
         return finish(out, RuleStatus::Inconclusive, why + "; " + message);

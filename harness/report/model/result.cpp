@@ -46,6 +46,11 @@ const std::vector<double>* find_samples(const VariantResult& variant, const std:
   return it == variant.samples.end() ? nullptr : &it->second;
 }
 
+const std::vector<double>* machine_probe_samples(const VariantResult& variant) {
+  auto it = variant.samples.find(kMachineProbe);
+  return it == variant.samples.end() ? nullptr : &it->second;
+}
+
 std::vector<std::string> metric_paths(const VariantResult& variant) {
   std::vector<std::string> paths;
   for (const auto& m : variant.per_step) paths.push_back("per_step." + m.name);

@@ -147,6 +147,8 @@ const Measurement* find_metric(const VariantResult& variant, const std::string& 
 // "samples.phase[optimizer.step].time"), or nullptr.
 const std::vector<double>* find_samples(const VariantResult& variant, const std::string& path);
 inline constexpr const char* kSamplesPrefix = "samples.";
+// The variant's machine probe samples (samples.machine_probe), or nullptr (before schema 1.6).
+const std::vector<double>* machine_probe_samples(const VariantResult& variant);
 // Every metric path of the variant, in the order above (for messages that list what exists).
 std::vector<std::string> metric_paths(const VariantResult& variant);
 const VariantResult* find_variant(const ScenarioResult& scenario, const std::string& name);
