@@ -136,7 +136,7 @@ std::unique_ptr<Case> op_case(const std::string& name, const c10::Device& device
 }
 
 int usage(const char* why) {
-  std::fprintf(stderr, "sim_speed: %s\nusage: sim_speed [--rounds N] [--steps N] [--json FILE] [--case NAME]...\n",
+  std::fprintf(stderr, "sim_speed: %s\nusage: sim_speed [--rounds N] [--steps N] [--json FILE] [--case NAME]... [--no-counting]\n",
                why);
   return 2;
 }
@@ -148,6 +148,7 @@ int main(int argc, char** argv) {
   int64_t steps = 30;
   std::optional<std::string> json_path;
   std::vector<std::string> only;  // --case: these cases only (for a profile of one)
+  bool counting_on = true;        // --no-counting: the sim alone, what it costs apart from counting
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (!std::strcmp(argv[i], "--rounds") && has_value) {
@@ -156,6 +157,8 @@ int main(int argc, char** argv) {
       steps = std::atoll(argv[++i]);
     } else if (!std::strcmp(argv[i], "--json") && has_value) {
       json_path = argv[++i];
+    } else if (!std::strcmp(argv[i], "--no-counting")) {
+      counting_on = false;
     } else if (!std::strcmp(argv[i], "--case") && has_value) {
       only.push_back(argv[++i]);
     } else {
@@ -195,7 +198,7 @@ int main(int argc, char** argv) {
       for (int side = 0; side < 2; ++side) {
         const bool on_sim = (side + r) % 2 == 1;
         std::optional<harness::ScopedCollection> counting;
-        if (on_sim) counting.emplace(collector);
+        if (on_sim && counting_on) counting.emplace(collector);
         std::vector<double> s = (on_sim ? row.sim : row.cpu)->time();
         std::vector<double>& into = on_sim ? row.sim_ns : row.cpu_ns;
         into.insert(into.end(), s.begin(), s.end());

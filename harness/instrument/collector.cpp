@@ -19,13 +19,18 @@ std::atomic<int> g_slots_in_use{0};
 std::mutex g_slots_mu;
 }  // namespace
 
-PhaseCounts& EventCollector::current_phase_counts() {
-  const char* phase = Phase::current_name();
-  auto it = phase_slots_.find(phase);
-  if (it != phase_slots_.end() && *it->second.name == phase) return *it->second.counts;
-  auto node = counts_.phases.try_emplace(phase).first;  // std::map nodes never move
-  phase_slots_[phase] = {&node->first, &node->second};
-  return node->second;
+PhaseCounts& EventCollector::current_phase_counts(const char** phase_name) {
+  const Phase::Current phase = Phase::current();
+  if (phase_name) *phase_name = phase.name;
+  if (phase.serial == last_phase_serial_) return *last_phase_.counts;
+  auto it = phase_slots_.find(phase.name);
+  if (it == phase_slots_.end() || *it->second.name != phase.name) {
+    auto node = counts_.phases.try_emplace(phase.name).first;  // std::map nodes never move
+    it = phase_slots_.insert_or_assign(phase.name, PhaseSlot{&node->first, &node->second}).first;
+  }
+  last_phase_serial_ = phase.serial;
+  last_phase_ = it->second;
+  return *it->second.counts;
 }
 
 int64_t& EventCollector::launch_slot(std::string_view op) {
@@ -86,9 +91,8 @@ std::string nccl_kernel_name(const std::string& op) {
 
 }  // namespace
 
-void EventCollector::add_copy(CopyKind kind, int64_t bytes, bool host_pinned,
-                              bool cross_device) {
-  PhaseCounts& counts = current_phase_counts();
+void EventCollector::add_copy(PhaseCounts& counts, CopyKind kind, int64_t bytes,
+                              bool host_pinned, bool cross_device) {
   auto& tally = counts.copies(kind);
   tally.count += 1;
   tally.bytes += bytes;
@@ -117,7 +121,7 @@ void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
                                  int64_t begin_ns, bool cross_device) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    add_copy(kind, bytes, host_pinned, cross_device);
+    add_copy(current_phase_counts(), kind, bytes, host_pinned, cross_device);
   }
   if (trace_) trace_copy(kind, bytes, host_pinned, begin_ns, cross_device);
 }
@@ -132,16 +136,24 @@ void EventCollector::record_copy_and_sync(CopyKind kind, int64_t bytes, bool hos
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  add_copy(kind, bytes, host_pinned, cross_device);
-  add_sync(op, reason, wait_ns, /*collective=*/false);
+  const char* phase = nullptr;
+  PhaseCounts& counts = current_phase_counts(&phase);
+  add_copy(counts, kind, bytes, host_pinned, cross_device);
+  counts.add_sync(wait_ns, /*collective=*/false);
+  sync_slot(phase, op, reason).tally->add_sync(wait_ns);
 }
 
-const SyncSiteKey& EventCollector::add_sync(std::string_view op, std::string_view reason,
-                                            int64_t wait_ns, bool collective) {
-  const char* phase = Phase::current_name();
-  current_phase_counts().add_sync(wait_ns, collective);
-  // The hot path (a sync in a loop): the site found by the addresses of its names, no strings
-  // built; a new site, or an address reused for other text, takes the map.
+const EventCollector::SyncSlot& EventCollector::sync_slot(const char* phase, std::string_view op,
+                                                           std::string_view reason) {
+  // The hot path (a sync in a loop) takes the last site when nothing but its text could differ;
+  // else the site found by the addresses of its names, no strings built; a new site, or an
+  // address reused for other text, takes the map.
+  const uint64_t serial = last_phase_serial_;  // current_phase_counts() ran for this event
+  if (serial == last_sync_serial_ && op.data() == last_sync_op_.data() &&
+      reason.data() == last_sync_reason_.data() && last_sync_.key->op == op &&
+      last_sync_.key->reason == reason) {
+    return last_sync_;
+  }
   const std::tuple<const void*, const void*, const void*> address{phase, op.data(),
                                                                   reason.data()};
   auto slot = sync_slots_.find(address);
@@ -152,7 +164,19 @@ const SyncSiteKey& EventCollector::add_sync(std::string_view op, std::string_vie
                     .first;
     slot = sync_slots_.insert_or_assign(address, SyncSlot{&node->first, &node->second}).first;
   }
-  slot->second.tally->add_sync(wait_ns);
+  last_sync_serial_ = serial;
+  last_sync_op_ = op;
+  last_sync_reason_ = reason;
+  last_sync_ = slot->second;
+  return last_sync_;
+}
+
+const SyncSiteKey& EventCollector::add_sync(std::string_view op, std::string_view reason,
+                                            int64_t wait_ns, bool collective) {
+  const char* phase = nullptr;
+  current_phase_counts(&phase).add_sync(wait_ns, collective);
+  const SyncSlot& slot = sync_slot(phase, op, reason);
+  slot.tally->add_sync(wait_ns);
   if (trace_) {
     const int64_t now = trace_clock_ns();
     if (wait_ns < 0) {
@@ -162,7 +186,7 @@ const SyncSiteKey& EventCollector::add_sync(std::string_view op, std::string_vie
                        {{"reason", reason}, {"phase", phase}});
     }
   }
-  return *slot->second.key;
+  return *slot.key;
 }
 
 void EventCollector::record_any_sync(std::string_view op, std::string_view reason,
@@ -259,6 +283,8 @@ void EventCollector::clear() {
   phase_slots_.clear();
   op_slots_.clear();
   sync_slots_.clear();
+  last_phase_serial_ = kNoSerial;
+  last_sync_serial_ = kNoSerial;
 }
 
 ScopedCollection::ScopedCollection(EventCollector& collector) {

@@ -89,14 +89,19 @@ class EventCollector {
   void set_sync_observer(SyncObserver observer) { sync_observer_ = std::move(observer); }
 
  private:
-  PhaseCounts& current_phase_counts();  // requires mu_
-  void add_copy(CopyKind kind, int64_t bytes, bool host_pinned, bool cross_device);  // mu_
+  // The innermost phase's counts (its name in `phase`, if asked). Requires mu_.
+  PhaseCounts& current_phase_counts(const char** phase = nullptr);
+  static void add_copy(PhaseCounts& counts, CopyKind kind, int64_t bytes, bool host_pinned,
+                       bool cross_device);
   void trace_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
                   bool cross_device);
   int64_t& launch_slot(std::string_view op);  // requires mu_
   // Counts a sync; returns its site's key (a node of counts_.sync_sites). Requires mu_.
   const SyncSiteKey& add_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
                               bool collective);
+  // The site's tally, looked up by the addresses of its names. Requires mu_.
+  struct SyncSlot;
+  const SyncSlot& sync_slot(const char* phase, std::string_view op, std::string_view reason);
   void record_any_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
                        bool collective);
 
@@ -135,6 +140,14 @@ class EventCollector {
   std::unordered_map<std::tuple<const void*, const void*, const void*>, SyncSlot,
                      PointerTripleHash>
       sync_slots_;
+  // The last lookups, for a sync or an op repeated in one phase scope (`.item()` in a loop): a
+  // phase scope's serial stands for its name, so a hit compares no phase text. kNoSerial: empty.
+  static constexpr uint64_t kNoSerial = ~uint64_t{0};
+  uint64_t last_phase_serial_ = kNoSerial;
+  PhaseSlot last_phase_{};
+  uint64_t last_sync_serial_ = kNoSerial;
+  std::string_view last_sync_op_, last_sync_reason_;
+  SyncSlot last_sync_{};
   TraceRecorder* trace_ = nullptr;
   SyncObserver sync_observer_;
 };

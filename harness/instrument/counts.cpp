@@ -13,15 +13,6 @@ const char* to_string(CopyKind kind) {
   return "?";
 }
 
-CopyTally& PhaseCounts::copies(CopyKind kind) {
-  switch (kind) {
-    case CopyKind::HostToDevice: return h2d;
-    case CopyKind::DeviceToHost: return d2h;
-    case CopyKind::DeviceToDevice: break;
-  }
-  return d2d;
-}
-
 const CopyTally& PhaseCounts::copies(CopyKind kind) const {
   return const_cast<PhaseCounts*>(this)->copies(kind);
 }
@@ -32,15 +23,6 @@ void add_optional(std::optional<int64_t>& into, const std::optional<int64_t>& fr
   if (from) into = into.value_or(0) + *from;
 }
 }  // namespace
-
-void PhaseCounts::add_sync(int64_t wait_ns, bool collective) {
-  syncs += 1;
-  if (collective) collective_syncs += 1;
-  if (wait_ns >= 0) {
-    sync_wait_ns += wait_ns;
-    timed_syncs += 1;
-  }
-}
 
 void MemoryTally::add(const MemoryTally& later) {
   if (later.peak) peak = peak ? std::max(*peak, *later.peak) : *later.peak;

@@ -79,10 +79,24 @@ struct PhaseCounts {
   std::optional<int64_t> gpu_time_ns;
   std::optional<int64_t> gpu_span_ns;
 
-  CopyTally& copies(CopyKind kind);
+  CopyTally& copies(CopyKind kind) {
+    switch (kind) {
+      case CopyKind::HostToDevice: return h2d;
+      case CopyKind::DeviceToHost: return d2h;
+      case CopyKind::DeviceToDevice: break;
+    }
+    return d2d;
+  }
   const CopyTally& copies(CopyKind kind) const;
   // One sync; `wait_ns` < 0: its wait was not measured.
-  void add_sync(int64_t wait_ns, bool collective = false);
+  void add_sync(int64_t wait_ns, bool collective = false) {
+    syncs += 1;
+    if (collective) collective_syncs += 1;
+    if (wait_ns >= 0) {
+      sync_wait_ns += wait_ns;
+      timed_syncs += 1;
+    }
+  }
   // Counts are summed; memory is merged (MemoryTally::add), `other` taken as the later.
   void add(const PhaseCounts& other);
   bool operator==(const PhaseCounts& o) const;

@@ -12,6 +12,7 @@
 namespace harness {
 namespace {
 std::atomic<const Phase*> g_top{nullptr};
+std::atomic<uint64_t> g_next_serial{1};
 std::atomic<PhaseListener*> g_listeners[kMaxPhaseListeners] = {};
 
 #if HARNESS_HAVE_NVTX
@@ -46,7 +47,10 @@ bool phases_are_nvtx_ranges() noexcept { return HARNESS_HAVE_NVTX != 0; }
 NvtxRange::NvtxRange(const std::string& name) noexcept { push_range(name.c_str()); }
 NvtxRange::~NvtxRange() { pop_range(); }
 
-Phase::Phase(const char* name) noexcept : name_(name), parent_(g_top.load()) {
+Phase::Phase(const char* name) noexcept
+    : name_(name),
+      parent_(g_top.load()),
+      serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed)) {
   g_top.store(this);
   push_range(name);
   for (auto& slot : g_listeners) {
@@ -65,6 +69,11 @@ Phase::~Phase() {
 const char* Phase::current_name() noexcept {
   const Phase* top = g_top.load();
   return top ? top->name_ : kNoPhase;
+}
+
+Phase::Current Phase::current() noexcept {
+  const Phase* top = g_top.load();
+  return top ? Current{top->name_, top->serial_} : Current{kNoPhase, 0};
 }
 
 void add_phase_listener(PhaseListener* listener) {

@@ -9,6 +9,7 @@
 // that phase. Phases are opened and closed by the thread that drives the run, never concurrently.
 // Names must be string literals (or otherwise outlive the scope): nothing is copied on this path.
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace harness {
@@ -25,9 +26,19 @@ class Phase {
   // The innermost open phase, or kNoPhase ("(none)") when none is open.
   static const char* current_name() noexcept;
 
+  // The innermost open phase's name and the serial number of its scope: each Phase scope gets
+  // one of its own, never reused (0: no phase open). Two events with the same serial happened in
+  // the same scope, so a name looked up once can be reused without comparing text.
+  struct Current {
+    const char* name;
+    uint64_t serial;
+  };
+  static Current current() noexcept;
+
  private:
   const char* name_;
   const Phase* parent_;
+  uint64_t serial_;
 };
 
 // Whether this build emits phases as NVTX ranges (built with NVTX's headers).

@@ -168,7 +168,7 @@ TEST_F(SimDevice, ExplicitSynchronizeIsASync) {
 
 // The time waited in a sync on sim: the host time inside `.item()` or a blocking copy (the read or
 // the copy itself). Only relations are checked: > 0, and within the time around the call.
-TEST_F(SimDevice, SyncWaitIsTheHostTimeInsideItemAndBlockingCopies) {
+TEST_F(SimDevice, SyncWaitIsTheHostTimeInsideBlockingCopiesAndZeroForItem) {
   at::Tensor t = at::full({}, 3.0).to(dev0);
   at::Tensor big = at::ones({1 << 20});  // 4 MiB
   int64_t around = 0;
@@ -188,10 +188,11 @@ TEST_F(SimDevice, SyncWaitIsTheHostTimeInsideItemAndBlockingCopies) {
   const SyncSiteTally& copy =
       last_.sync_sites.at({"optimizer.step", "aten::copy_", "blocking copy H2D"});
   EXPECT_EQ(item.count, 1);
+  // Timed, and 0: nothing is ever queued on sim, and one element is read in nanoseconds.
   EXPECT_EQ(item.timed, 1);
-  EXPECT_GT(item.wait_ns, 0);
+  EXPECT_EQ(item.wait_ns, 0);
   EXPECT_EQ(copy.timed, 1);
-  EXPECT_GT(copy.wait_ns, 0);
+  EXPECT_GT(copy.wait_ns, 0);  // the 4 MiB copy itself
   EXPECT_EQ(item.wait_ns + copy.wait_ns, c.sync_wait_ns);
 
   // In the report: each site's wait, and sync.wait_time in every list; no GPU time on sim.
@@ -199,7 +200,7 @@ TEST_F(SimDevice, SyncWaitIsTheHostTimeInsideItemAndBlockingCopies) {
   ASSERT_EQ(sites.size(), 2u);
   for (const SyncSite& s : sites) {
     ASSERT_TRUE(s.wait_ns.has_value()) << s.reason;
-    EXPECT_GT(*s.wait_ns, 0);
+    EXPECT_EQ(*s.wait_ns > 0, s.reason != "item") << s.reason;
   }
   VariantResult v;
   fill_counts(v, last_, 2, true, true);
@@ -292,6 +293,57 @@ TEST(SyncSites, SitesFoundByAddressStillSplitByTextAndPhase) {
     events::record_sync("aten::_local_scalar_dense", reason, 10);
   }
   EXPECT_EQ(collector.snapshot().sync_sites.size(), 1u);
+}
+
+// The collector remembers the last phase (by its scope's serial) and the last sync site: a phase
+// name's buffer reused for other text in a new scope, a reason's buffer rewritten in place and
+// clear() each miss that memory.
+TEST(SyncSites, TheLastPhaseAndSiteAreReusedOnlyForTheSameScopeAndText) {
+  EventCollector collector;
+  char phase_name[32];
+  char reason[32];
+  const auto item_read = [&] {
+    events::record_copy_and_sync(CopyKind::DeviceToHost, 4, true, 0, false,
+                                 "aten::_local_scalar_dense", reason, 0);
+  };
+  {
+    ScopedCollection scope(collector);
+    std::snprintf(phase_name, sizeof phase_name, "%s", "forward");
+    std::snprintf(reason, sizeof reason, "%s", "item");
+    {
+      Phase phase(phase_name);
+      item_read();
+      item_read();
+      std::snprintf(reason, sizeof reason, "%s", "mask");  // same address and length
+      item_read();
+    }
+    std::snprintf(phase_name, sizeof phase_name, "%s", "backward");  // same address
+    {
+      Phase phase(phase_name);
+      item_read();
+      events::record_launch("aten::add_");
+    }
+  }
+  Counts counts = collector.snapshot();
+  EXPECT_EQ(counts.phases.at("forward").syncs, 3);
+  EXPECT_EQ(counts.phases.at("forward").d2h.count, 3);
+  EXPECT_EQ(counts.phases.at("backward").syncs, 1);
+  EXPECT_EQ(counts.phases.at("backward").launches, 1);
+  ASSERT_EQ(counts.sync_sites.size(), 3u);
+  EXPECT_EQ(counts.sync_sites.at({"forward", "aten::_local_scalar_dense", "item"}).count, 2);
+  EXPECT_EQ(counts.sync_sites.at({"forward", "aten::_local_scalar_dense", "mask"}).count, 1);
+  EXPECT_EQ(counts.sync_sites.at({"backward", "aten::_local_scalar_dense", "mask"}).count, 1);
+
+  collector.clear();  // the remembered phase and site went with the counts
+  {
+    ScopedCollection scope(collector);
+    item_read();  // no phase open
+    item_read();
+  }
+  counts = collector.snapshot();
+  ASSERT_EQ(counts.phases.size(), 1u);
+  EXPECT_EQ(counts.phases.at(kNoPhase).syncs, 2);
+  EXPECT_EQ(counts.sync_sites.at({kNoPhase, "aten::_local_scalar_dense", "mask"}).count, 2);
 }
 
 TEST_F(SimDevice, MixingDevicesFailsAsOnCuda) {
