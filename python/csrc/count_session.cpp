@@ -148,6 +148,9 @@ void CountSession::end_step() {
   phase_clock_.end_step();
   step_range_.reset();
   in_step_ = false;
+  // The machine's speed beside each step (as bench's windows do): bench compare reads a step-time
+  // change of two runs against the probe's.
+  probe_ns_.push_back(time_machine_probe());
 }
 
 void CountSession::mark() {
@@ -162,6 +165,7 @@ void CountSession::rewind() {
   frames_ = mark_->frames;
   step_ns_.resize(mark_->steps);
   step_cpu_ns_.resize(mark_->steps);
+  probe_ns_.resize(mark_->steps);
   phase_clock_.truncate(mark_->phase_samples);
 }
 
@@ -175,6 +179,7 @@ VariantResult CountSession::variant(const std::string& name,
               instrument_->available());
   if (steps() > 0) {
     set_step_times(r, step_ns_, step_cpu_ns_);
+    add_machine_probe(r, probe_ns_);
     add_phase_times(r, phase_clock_);
   } else {
     r.warnings.push_back("no c.step() in the counted block: per-step figures are the block's");

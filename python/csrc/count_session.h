@@ -79,6 +79,7 @@ class CountSession {
   int64_t step_started_ns_ = 0;
   int64_t step_started_cpu_ns_ = 0;
   std::vector<int64_t> step_ns_, step_cpu_ns_;
+  std::vector<int64_t> probe_ns_;  // time_machine_probe() after each step, outside its time
   std::optional<NvtxRange> step_range_;  // "step N" while a c.step() runs
   struct Mark {
     Counts counts;

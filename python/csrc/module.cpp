@@ -5,6 +5,7 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/version.h>
 
+#include <ATen/Parallel.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <pybind11/chrono.h>
@@ -119,6 +120,7 @@ Provenance provenance_from(const py::dict& p) {
   out.instrument_status = "ok";
   out.hostname = text("hostname");
   out.started_at = text("started_at");
+  out.intra_op_threads = at::get_num_threads();  // this process's, as bench's leader
   return out;
 }
 

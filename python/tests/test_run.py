@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import textwrap
@@ -66,6 +67,14 @@ def test_steps_are_optimizer_steps_and_windows_end_at_them(tmp_path, capsys):
     assert steps["phases"]["backward"]["launch.count"] > 0
     # The first step's window (model to sim, the first batch) is before_steps, not per step.
     assert r["before_steps"]["total"]["h2d.count"] == 3  # weight, bias, the first batch
+    # The machine probe after each measured step (bench compare reads step times against it),
+    # and this process's intra-op threads, as bench's reports have them.
+    probe = steps["samples"]["machine_probe"]
+    assert len(probe) == 4 and all(ns > 0 for ns in probe)
+    assert steps["timing"]["machine_probe.median"] == statistics.median(probe)
+    import torch
+    report = json.loads(out.read_text())
+    assert report["provenance"]["intra_op_threads"] == torch.get_num_threads() > 0
 
 
 NESTED = """\
