@@ -6,6 +6,7 @@ import json
 import math
 import os
 import shutil
+import statistics
 import subprocess
 import tempfile
 import unittest
@@ -125,13 +126,16 @@ class SyncWait(unittest.TestCase):
             self.assertEqual(plain.returncode, 0, plain.stderr)
             self.assertFalse([row for row in json.loads(plain.stdout)["rows"]
                               if row["metric"] == "samples.sync.wait_time"])
-            js = bench("compare", out, out, "--format", "json", "--phase-times", "--strict",
+            # metric_sync runs 2 ranks, here on 2 CPUs: its times are inconclusive by rule.
+            js = bench("compare", out, out, "--format", "json", "--phase-times",
                        "--min-samples", "5")
             self.assertEqual(js.returncode, 0, js.stdout + js.stderr)
             rows = [row for row in json.loads(js.stdout)["rows"]
                     if row["metric"] == "samples.sync.wait_time"]
-            self.assertEqual([(row["variant"], row["change"]) for row in rows],
-                             [(variant, "unchanged")])
+            self.assertEqual([row["variant"] for row in rows], [variant])
+            self.assertEqual((rows[0]["base"], rows[0]["head"]),
+                             (statistics.median(v["samples"]["sync.wait_time"]),) * 2)
+            self.assertIn(rows[0]["change"], ("unchanged", "inconclusive"))
 
 
 class ResumeAdamRun(unittest.TestCase):
