@@ -11,8 +11,10 @@
 //   item        .item() of a one-element tensor (on sim: a D2H copy and a sync)
 //   step        a training step of resume_adam fresh/foreach at the small preset: forward,
 //               backward, foreach Adam, with the runtime's Trainer
-// Run: ./build/benchmarks/sim_speed [--rounds N] [--json FILE]. Targets (issue 26): a step within
-// 1.25x of the CPU, each op within 1.5x. Not a test: timings on a shared machine are noisy.
+// Run: ./build/benchmarks/sim_speed [--rounds N] [--json FILE] [--case NAME]... [--no-counting]
+// (--no-counting: sim without a collector, what the sim costs apart from counting). Targets (issue
+// 26): a step within 1.25x of the CPU, each op within 1.5x. Not a test: timings on a shared machine
+// are noisy.
 #include <ATen/ATen.h>
 
 #include <algorithm>
