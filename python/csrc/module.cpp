@@ -17,6 +17,7 @@
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/report/io/atomic_write.h"
 #include "harness/report/io/json_report.h"
+#include "harness/report/model/rank_merge.h"
 #include "harness/runtime/dist/counting_backend.h"
 
 namespace py = pybind11;
@@ -150,6 +151,31 @@ void write_report(const std::string& path, const py::dict& provenance,
   write_report_file(path, report);
 }
 
+// One report of the ranks a program started (python -m harness_sim run of a Lightning DDP program):
+// `paths[r]` is rank r's report of one scenario, rank 0's first. Written as bench writes a run of
+// several ranks (merge_rank_results: the variants merged over ranks, then each rank's own as
+// "rank<r>/<name>"), with rank 0's provenance.
+void merge_rank_reports(const std::vector<std::string>& paths, const std::string& out) {
+  if (paths.empty()) throw std::invalid_argument("merge_rank_reports: no reports");
+  std::vector<ScenarioResult> per_rank;
+  RunReport merged;
+  for (size_t r = 0; r < paths.size(); ++r) {
+    RunReport report = read_report_file(paths[r]);
+    if (report.scenarios.size() != 1) {
+      throw InputError("rank " + std::to_string(r) + "'s report " + paths[r] +
+                       " holds " + std::to_string(report.scenarios.size()) +
+                       " scenarios, not one");
+    }
+    per_rank.push_back(std::move(report.scenarios.front()));
+    if (r == 0) merged = std::move(report);
+  }
+  merged.scenarios = {merge_rank_results(per_rank)};
+  merged.scenarios.front().world_size = static_cast<int>(paths.size());
+  merged.provenance.world_size = static_cast<int>(paths.size());
+  merged.provenance.ranks_per_host = static_cast<int>(paths.size());  // the launcher's local ranks
+  write_report_file(out, merged);
+}
+
 }  // namespace
 }  // namespace harness::python
 
@@ -234,6 +260,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("write_report", &write_report, py::arg("path"), py::arg("provenance"),
         py::arg("warnings"), py::arg("scenario"), py::arg("description"),
         py::arg("measured_window"), py::arg("config"), py::arg("variants"));
+  m.def("merge_rank_reports", &merge_rank_reports, py::arg("paths"), py::arg("out"));
 
   // torch.distributed's backend for sim tensors: Gloo on zero-copy host aliases, every
   // collective counted (harness/runtime/dist/counting_backend.h).

@@ -21,6 +21,7 @@ import traceback
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
 DEFAULT_SKIP = 1
+RANK_WAIT_S = 300  # how long rank 0's run waits for the ranks the program started, once it ended
 
 _EPILOG = f"""\
 Steps: one per optimizer.step() of any torch.optim.Optimizer (--steps-from optimizer), or one per
@@ -72,7 +73,52 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--scenario", help="the report's scenario name (default: the script's or "
                                       "module's name)")
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    # A rank the program started itself (Lightning's DDP runs the script again per local rank):
+    # run counts it as well and writes its report as DIR/rank<LOCAL_RANK>.json for rank 0's run
+    # to merge (see _StartedRanks).
+    p.add_argument("--rank-dir", help=argparse.SUPPRESS)
     return p
+
+
+class _StartedRanks:
+    """The ranks a program counted by `run` starts itself, each run again under `run`.
+
+    Lightning's DDP (SimDDPStrategy's launcher, harness_sim.lightning) asks command() for each
+    local rank's command line while `run` is counting the program; `run` then waits for those
+    processes and merges their reports into its own, as bench merges its ranks'."""
+
+    active: "_StartedRanks | None" = None
+
+    def __init__(self, rank_dir: str, options: list[str]):
+        self.rank_dir = rank_dir
+        self.options = options
+        self.procs: list[subprocess.Popen] = []
+
+    def command(self, program: list[str]) -> list[str]:
+        """`program` is `[python, SCRIPT, ARGS...]` or `[python, -m, MODULE, ARGS...]`."""
+        python, rest = program[0], list(program[1:])
+        target = rest if rest[:1] == ["-m"] else ["--"] + rest
+        return [python, "-m", "harness_sim", "run", "--rank-dir", self.rank_dir,
+                *self.options, *target]
+
+    def reports(self) -> list[str]:
+        return [os.path.join(self.rank_dir, f"rank{r}.json")
+                for r in range(1, len(self.procs) + 1)]
+
+    def wait(self, timeout_s: float) -> str | None:
+        """Waits for every started rank; returns why one failed, or None."""
+        for rank, proc in enumerate(self.procs, start=1):
+            try:
+                code = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                return f"rank {rank} did not end within {timeout_s:.0f} s of rank 0"
+            if code != 0:
+                return f"rank {rank} (started by the program) exited with status {code}"
+        for rank, path in enumerate(self.reports(), start=1):
+            if not os.path.isfile(path):
+                return f"rank {rank} wrote no report"
+        return None
 
 
 def _split(argv: list[str]) -> tuple[list[str], str | None, str | None, list[str]]:
@@ -119,6 +165,11 @@ def main(argv: list[str]) -> int:
         return _usage(parser, f"no such script: {script}")
     if args.skip_steps < 0:
         return _usage(parser, "--skip-steps must be >= 0")
+    if args.rank_dir:  # a rank the program started: its report for rank 0's run, nothing else
+        if not os.path.isdir(args.rank_dir):
+            return _usage(parser, f"--rank-dir {args.rank_dir}: no such directory")
+        args.out = os.path.join(args.rank_dir, f"rank{int(os.environ.get('LOCAL_RANK', '0'))}.json")
+        args.quiet, args.gate, args.html, args.trace, args.baseline = True, [], None, None, None
     bench = None
     if args.gate or args.html:
         bench = _find_bench(args.bench)
@@ -169,6 +220,12 @@ def main(argv: list[str]) -> int:
                                     [(n, {}, s) for n, s in variants])
 
     trace = _C.TraceSession(f"harness_sim run: {name}") if args.trace else None
+    ranks = None
+    if not args.rank_dir:  # ranks the program starts are counted too (one level: not theirs)
+        ranks = _StartedRanks(workdir, ["--scenario", name, "--steps-from", args.steps_from,
+                                        "--skip-steps", str(args.skip_steps)] +
+                              (["--as-cuda"] if args.as_cuda else []))
+        _StartedRanks.active = ranks
     windows = StepWindows(args.skip_steps, write, trace)
     phases = RangePhases()
     cuda = None
@@ -226,6 +283,7 @@ def main(argv: list[str]) -> int:
             traceback.print_exc()
         status = EXIT_FAILED
     finally:
+        _StartedRanks.active = None
         windows.finish()
         for h in hooks:
             h.remove()
@@ -244,9 +302,24 @@ def main(argv: list[str]) -> int:
     # written unless run exits 0 or 1.
     written: list[str] = []
     try:
+        if ranks is not None and ranks.procs and status == EXIT_OK:
+            why = ranks.wait(timeout_s=RANK_WAIT_S)
+            if why:
+                print(f"python -m harness_sim run: {why}", file=sys.stderr)
+                status = EXIT_FAILED
         if status != EXIT_OK:
+            if ranks is not None:
+                for proc in ranks.procs:  # rank 0 failed: no rank's count is reported
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
             return status
-        windows.write_final(report_path)
+        if ranks is not None and ranks.procs:  # one report of every rank, as bench writes
+            rank0 = os.path.join(workdir, "rank0.json")
+            windows.write_final(rank0)
+            _C.merge_rank_reports([rank0] + ranks.reports(), report_path)
+        else:
+            windows.write_final(report_path)
         written += [out] if out else []
         if trace is not None:
             trace.write(args.trace, args.trace_format, _trace_metadata(config))
@@ -254,7 +327,8 @@ def main(argv: list[str]) -> int:
                            _C.kineto_trace_file(args.trace, 0))
         if not args.quiet:
             _summary(windows, name, args.skip_steps, report_path if out else None,
-                     written[-1] if trace is not None else None)
+                     written[-1] if trace is not None else None,
+                     ranks=1 + (len(ranks.procs) if ranks is not None else 0))
         if bench is not None:
             status = _gates(bench, report_path, args)
     except _C.InputError as e:  # an output could not be written (a full disk, ...)
@@ -307,11 +381,15 @@ def _trace_metadata(config: dict) -> dict:
             "args": config["args"]}
 
 
-def _summary(windows, name: str, skip: int, out: str | None, trace: str | None = None) -> None:
+def _summary(windows, name: str, skip: int, out: str | None, trace: str | None = None,
+             ranks: int = 1) -> None:
     f = windows.figures()
     w = sys.stderr.write
     w(f"harness_sim run: {name}: {windows.seen} steps, {windows.counted} counted "
       f"(--skip-steps {skip})\n")
+    if ranks > 1:
+        w(f"  {ranks} ranks (the program started {ranks - 1}, each counted too); below: rank 0's. "
+          "The report's variants are merged over the ranks, and rank<r>/... are each rank's\n")
     w(f"  {'':<26}{'launches':>10}{'syncs':>8}{'h2d':>7}{'d2h':>7}{'d2d':>7}\n")
     n = max(windows.counted, 1)
     if f["steps"]:

@@ -8,6 +8,7 @@ import torch
 from lightning.pytorch import Callback
 from lightning.pytorch.accelerators import Accelerator
 from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
+from lightning.pytorch.strategies.launchers.subprocess_script import _SubprocessScriptLauncher
 
 import harness_sim
 
@@ -136,6 +137,16 @@ class SimDDPStrategy(DDPStrategy):
             return "cpu:gloo,sim:sim"
         return super()._get_process_group_backend()
 
+    def _configure_launcher(self) -> None:
+        super()._configure_launcher()
+        # Under `python -m harness_sim run`, the local ranks Lightning starts by running the
+        # program again run under `run` too, so that rank 0's report holds every rank's count.
+        from ._run import _StartedRanks
+        if _StartedRanks.active is not None and \
+                type(self._launcher) is _SubprocessScriptLauncher:
+            self._launcher = _RankCountingLauncher(self.cluster_environment, self.num_processes,
+                                                   self.num_nodes)
+
     def determine_ddp_device_ids(self):
         if self.root_device.type == harness_sim.BACKEND_NAME:
             return None
@@ -152,6 +163,25 @@ class SimDDPStrategy(DDPStrategy):
             strategy_registry.register("ddp", cls, description="DDP strategy with `start_method` "
                                        "'popen' (harness_sim: on sim ranks too)", override=True,
                                        start_method="popen")
+
+
+class _RankCountingLauncher(_SubprocessScriptLauncher):
+    """Lightning's launcher for strategy "ddp" (start method "popen"), starting each local rank
+    under `python -m harness_sim run` (_StartedRanks.command) instead of as `python SCRIPT`. A
+    program that uses Hydra keeps Lightning's command (its ranks are not counted)."""
+
+    def _call_children_scripts(self) -> None:
+        from lightning.pytorch.strategies.launchers import subprocess_script
+
+        from ._run import _StartedRanks
+        ranks = _StartedRanks.active
+        lightning_command = subprocess_script._basic_subprocess_cmd
+        subprocess_script._basic_subprocess_cmd = lambda: ranks.command(list(lightning_command()))
+        try:
+            super()._call_children_scripts()
+        finally:
+            subprocess_script._basic_subprocess_cmd = lightning_command
+        ranks.procs.extend(self.procs)
 
 
 def register_accelerator() -> None:

@@ -131,3 +131,78 @@ def test_as_cuda_refuses_what_sim_cannot_run(tmp_path, capsys, call, named):
     assert run(["--as-cuda", "--", str(prog)]) == 3
     err = capsys.readouterr().err
     assert f"{named} is not supported on sim" in err
+
+
+def _run_process(tmp_path, *args, cwd=None):
+    """`python -m harness_sim run ARGS` in a process of its own (Lightning's DDP starts ranks by
+    running the program again, which a run inside pytest's process would not survive)."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "harness_sim", "run", *args], cwd=cwd or tmp_path,
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def test_lightning_ddp_counts_every_rank_the_program_starts(tmp_path, bench):
+    """Lightning's DDP starts rank 1 by running the script again: under run, rank 1 runs under run
+    too, and the report holds both ranks, merged as bench merges its ranks (counts summed) and
+    each rank's own (rank<r>/...)."""
+    out = tmp_path / "ddp.json"
+    r = _run_process(tmp_path, "--out", str(out), "--", "lightning_ddp.py", cwd=PROGRAMS)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "2 ranks (the program started 1, each counted too)" in r.stderr
+    results = [json.loads(line[len("RESULT "):]) for line in r.stdout.splitlines()
+               if line.startswith("RESULT ")]
+    assert sorted(x["rank"] for x in results) == [0, 1]  # the program ran as it does alone
+    report = json.loads(out.read_text())
+    assert report["provenance"]["world_size"] == 2
+    (scenario,) = report["scenarios"]
+    assert scenario["world_size"] == 2
+    v = {x["name"]: x for x in scenario["variants"]}
+    assert set(v) == {f"{rank}{name}" for rank in ("", "rank0/", "rank1/")
+                      for name in ("steps", "before_steps")}
+    for name in ("steps", "before_steps"):
+        for key, value in v[name]["total"].items():
+            if key.endswith(".count") and value is not None:
+                assert value == v[f"rank0/{name}"]["total"][key] + \
+                    v[f"rank1/{name}"]["total"][key], (name, key)
+    rank0, rank1 = v["rank0/steps"], v["rank1/steps"]
+    assert rank0["measured_steps"] == rank1["measured_steps"] == 3  # 4 steps, --skip-steps 1
+    # One gradient all-reduce per step on each rank (DDP's bucket), and Lightning's own
+    # broadcasts: the ranks issue the same collectives.
+    assert rank0["total"]["collective.all_reduce.count"] == 3
+    for key in ("collective.count", "collective.all_reduce.count", "collective.broadcast.count"):
+        assert rank0["total"][key] == rank1["total"][key], key
+    # bench reads it as a report of 2 ranks: the counts of every variant compare unchanged.
+    import subprocess
+    compared = subprocess.run([bench, "compare", str(out), str(out), "--format", "json"],
+                              capture_output=True, text=True, timeout=120)
+    assert compared.returncode == 0, compared.stderr
+    rows = json.loads(compared.stdout)["rows"]
+    assert {row["variant"] for row in rows} == set(v)
+    assert all(row["change"] == "unchanged" for row in rows if row["unit"] == "count")
+
+
+RANK1_FAILS = """\
+import sys
+import harness_sim
+from lightning.pytorch import Trainer
+from lightning.pytorch.demos.boring_classes import BoringModel
+trainer = Trainer(accelerator="sim", devices=2, strategy="ddp", max_steps=2, limit_val_batches=0,
+                  logger=False, enable_checkpointing=False, enable_progress_bar=False,
+                  enable_model_summary=False)
+trainer.fit(BoringModel())
+if trainer.global_rank == 1:
+    sys.exit(5)
+"""
+
+
+def test_a_started_rank_that_fails_fails_the_run_and_nothing_is_written(tmp_path):
+    (tmp_path / "rank1_fails.py").write_text(RANK1_FAILS)
+    out = tmp_path / "r.json"
+    r = _run_process(tmp_path, "--out", str(out), "--", "rank1_fails.py")
+    assert r.returncode == 3, r.stdout[-3000:] + r.stderr[-3000:]
+    # Rank 1's own run says why (the program's status), and rank 0's that rank 1 failed (3:
+    # run's code for a failed program).
+    assert "the program exited with status 5" in r.stderr
+    assert "rank 1 (started by the program) exited with status 3" in r.stderr
+    assert not out.exists()
