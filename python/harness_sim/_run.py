@@ -105,6 +105,12 @@ class _StartedRanks:
         return [os.path.join(self.rank_dir, f"rank{r}.json")
                 for r in range(1, len(self.procs) + 1)]
 
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+
     def wait(self, timeout_s: float) -> str | None:
         """Waits for every started rank; returns why one failed, or None."""
         for rank, proc in enumerate(self.procs, start=1):
@@ -308,11 +314,6 @@ def main(argv: list[str]) -> int:
                 print(f"python -m harness_sim run: {why}", file=sys.stderr)
                 status = EXIT_FAILED
         if status != EXIT_OK:
-            if ranks is not None:
-                for proc in ranks.procs:  # rank 0 failed: no rank's count is reported
-                    if proc.poll() is None:
-                        proc.kill()
-                        proc.wait()
             return status
         if ranks is not None and ranks.procs:  # one report of every rank, as bench writes
             rank0 = os.path.join(workdir, "rank0.json")
@@ -340,6 +341,8 @@ def main(argv: list[str]) -> int:
         status = 143
     finally:
         signal.signal(signal.SIGTERM, old_term)
+        if ranks is not None and status not in (EXIT_OK, EXIT_GATE):
+            ranks.stop()  # the run failed or was stopped: no rank is left running
         shutil.rmtree(workdir, ignore_errors=True)
         if status not in (EXIT_OK, EXIT_GATE):
             for path in written:
