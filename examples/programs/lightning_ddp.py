@@ -1,7 +1,7 @@
 """Lightning's BoringModel trained with DDP on 2 sim devices, started as Lightning starts ranks
 (it runs this script again for rank 1); each rank counts its fit and prints what it counted.
 
-    python examples/programs/lightning_ddp.py [--strategy ddp|auto|ddp_sim]
+    python examples/programs/lightning_ddp.py [--strategy ddp|auto|ddp_sim] [--max-steps N]
 
 The strategy is Lightning's own name: "ddp" (the default here), "auto" (which Lightning turns
 into "ddp" for several devices) and "ddp_sim" all train on sim ranks once harness_sim is
@@ -19,9 +19,10 @@ from lightning.pytorch.demos.boring_classes import BoringModel
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--strategy", default="ddp")
+    parser.add_argument("--max-steps", type=int, default=4)
     args = parser.parse_args()
     seed_everything(0, verbose=False)
-    trainer = Trainer(accelerator="sim", devices=2, strategy=args.strategy, max_steps=4,
+    trainer = Trainer(accelerator="sim", devices=2, strategy=args.strategy, max_steps=args.max_steps,
                       limit_val_batches=0, logger=False, enable_checkpointing=False,
                       enable_progress_bar=False, enable_model_summary=False)
     model = BoringModel()

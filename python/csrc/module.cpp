@@ -250,8 +250,12 @@ PYBIND11_MODULE(_C, m) {
           },
           py::arg("name"), py::arg("at_ns") = 0)
       .def("stop", &TraceSession::stop)
+      .def("set_rank", &TraceSession::set_rank, py::arg("rank"), py::arg("world_size"))
+      .def("origin", &TraceSession::origin)
+      .def("set_origin", &TraceSession::set_origin, py::arg("origin_ns"), py::arg("unix_ns"))
       .def("write", &TraceSession::write, py::arg("path"), py::arg("format"),
            py::arg("metadata"));
+  m.def("merge_trace_files", &merge_trace_files, py::arg("paths"), py::arg("out"));
   // bench's check of an output path before a run (InputError naming `flag`), and where a
   // --trace-format kineto directory puts rank `rank`'s file.
   m.def("check_writable", &check_writable_destination, py::arg("path"), py::arg("flag"));

@@ -1,6 +1,9 @@
 #include "trace_session.h"
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
 #include <system_error>
 #include <utility>
 #include <vector>
@@ -40,7 +43,40 @@ void TraceSession::write(const std::string& path, const std::string& format,
   std::error_code error;
   std::filesystem::create_directories(path, error);
   if (error) throw InputError("--trace " + path + ": " + error.message());
-  write_file_atomically(kineto_trace_file(path, 0), recorder_->to_kineto_json(other), "trace");
+  write_file_atomically(kineto_trace_file(path, rank_), recorder_->to_kineto_json(other),
+                        "trace");
+}
+
+void TraceSession::set_rank(int rank, int world_size) {
+  rank_ = rank;
+  recorder_->set_process(rank, "rank " + std::to_string(rank), rank, world_size, "gloo");
+  recorder_->set_device(rank, "sim", kSimDeviceName);
+}
+
+std::pair<int64_t, int64_t> TraceSession::origin() const {
+  return {recorder_->origin_ns(), recorder_->origin_unix_ns()};
+}
+
+void TraceSession::set_origin(int64_t origin_ns, int64_t unix_ns) {
+  recorder_->set_origin(origin_ns, unix_ns);
+}
+
+void merge_trace_files(const std::vector<std::string>& paths, const std::string& out) {
+  std::vector<std::string> documents;
+  for (const std::string& path : paths) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw InputError("trace " + path + ": cannot be read");
+    std::ostringstream text;
+    text << in.rdbuf();
+    documents.push_back(text.str());
+  }
+  std::string merged;
+  try {
+    merged = merge_traces(documents);
+  } catch (const std::invalid_argument& e) {
+    throw InputError(std::string("merging the ranks' traces: ") + e.what());
+  }
+  write_file_atomically(out, merged, "trace");
 }
 
 }  // namespace harness::python

@@ -77,6 +77,9 @@ def _parser() -> argparse.ArgumentParser:
     # run counts it as well and writes its report as DIR/rank<LOCAL_RANK>.json for rank 0's run
     # to merge (see _StartedRanks).
     p.add_argument("--rank-dir", help=argparse.SUPPRESS)
+    # With --rank-dir: trace the rank too (into DIR, for rank 0's run to merge), with rank 0's
+    # trace origin "ORIGIN_NS,UNIX_NS".
+    p.add_argument("--rank-trace-origin", help=argparse.SUPPRESS)
     return p
 
 
@@ -102,8 +105,10 @@ class _StartedRanks:
                 *self.options, *target]
 
     def reports(self) -> list[str]:
-        return [os.path.join(self.rank_dir, f"rank{r}.json")
-                for r in range(1, len(self.procs) + 1)]
+        return [_rank_report(self.rank_dir, r) for r in range(1, len(self.procs) + 1)]
+
+    def traces(self, fmt: str) -> list[str]:
+        return [_rank_trace(self.rank_dir, r, fmt) for r in range(1, len(self.procs) + 1)]
 
     def stop(self) -> None:
         for proc in self.procs:
@@ -111,8 +116,9 @@ class _StartedRanks:
                 proc.kill()
                 proc.wait()
 
-    def wait(self, timeout_s: float) -> str | None:
-        """Waits for every started rank; returns why one failed, or None."""
+    def wait(self, timeout_s: float, trace_format: str | None = None) -> str | None:
+        """Waits for every started rank; returns why one failed (or left no report, or no trace
+        in `trace_format`), or None."""
         for rank, proc in enumerate(self.procs, start=1):
             try:
                 code = proc.wait(timeout=timeout_s)
@@ -124,7 +130,23 @@ class _StartedRanks:
         for rank, path in enumerate(self.reports(), start=1):
             if not os.path.isfile(path):
                 return f"rank {rank} wrote no report"
+        for rank, path in enumerate(self.traces(trace_format) if trace_format else [], start=1):
+            if not os.path.isfile(path):
+                return f"rank {rank} wrote no trace"
         return None
+
+
+def _rank_report(rank_dir: str, rank: int) -> str:
+    return os.path.join(rank_dir, f"rank{rank}.json")
+
+
+def _rank_trace(rank_dir: str, rank: int, fmt: str) -> str:
+    """Where a started rank writes its trace: a Chrome file, or its Kineto-shaped file in
+    RANK_DIR/kineto (_C.kineto_trace_file)."""
+    from . import _C
+    if fmt == "chrome":
+        return os.path.join(rank_dir, f"rank{rank}.trace.json")
+    return _C.kineto_trace_file(os.path.join(rank_dir, "kineto"), rank)
 
 
 def _split(argv: list[str]) -> tuple[list[str], str | None, str | None, list[str]]:
@@ -174,8 +196,14 @@ def main(argv: list[str]) -> int:
     if args.rank_dir:  # a rank the program started: its report for rank 0's run, nothing else
         if not os.path.isdir(args.rank_dir):
             return _usage(parser, f"--rank-dir {args.rank_dir}: no such directory")
-        args.out = os.path.join(args.rank_dir, f"rank{int(os.environ.get('LOCAL_RANK', '0'))}.json")
-        args.quiet, args.gate, args.html, args.trace, args.baseline = True, [], None, None, None
+        rank = int(os.environ.get("LOCAL_RANK", "0"))
+        args.out = _rank_report(args.rank_dir, rank)
+        args.quiet, args.gate, args.html, args.baseline = True, [], None, None
+        args.trace = None
+        if args.rank_trace_origin:  # its trace, where rank 0's run takes it from
+            args.trace = (_rank_trace(args.rank_dir, rank, "chrome")
+                          if args.trace_format == "chrome" else
+                          os.path.join(args.rank_dir, "kineto"))
     bench = None
     if args.gate or args.html:
         bench = _find_bench(args.bench)
@@ -226,11 +254,19 @@ def main(argv: list[str]) -> int:
                                     [(n, {}, s) for n, s in variants])
 
     trace = _C.TraceSession(f"harness_sim run: {name}") if args.trace else None
+    if trace is not None and args.rank_dir:  # a started rank: its rank, on rank 0's clock origin
+        trace.set_rank(int(os.environ.get("LOCAL_RANK", "0")),
+                       int(os.environ.get("WORLD_SIZE", "1")))
+        origin_ns, unix_ns = (int(x) for x in args.rank_trace_origin.split(","))
+        trace.set_origin(origin_ns, unix_ns)
     ranks = None
     if not args.rank_dir:  # ranks the program starts are counted too (one level: not theirs)
-        ranks = _StartedRanks(workdir, ["--scenario", name, "--steps-from", args.steps_from,
-                                        "--skip-steps", str(args.skip_steps)] +
-                              (["--as-cuda"] if args.as_cuda else []))
+        child = ["--scenario", name, "--steps-from", args.steps_from,
+                 "--skip-steps", str(args.skip_steps)] + (["--as-cuda"] if args.as_cuda else [])
+        if trace is not None:
+            child += ["--trace-format", args.trace_format,
+                      "--rank-trace-origin", ",".join(str(x) for x in trace.origin())]
+        ranks = _StartedRanks(workdir, child)
         _StartedRanks.active = ranks
     windows = StepWindows(args.skip_steps, write, trace)
     phases = RangePhases()
@@ -309,7 +345,8 @@ def main(argv: list[str]) -> int:
     written: list[str] = []
     try:
         if ranks is not None and ranks.procs and status == EXIT_OK:
-            why = ranks.wait(timeout_s=RANK_WAIT_S)
+            why = ranks.wait(timeout_s=RANK_WAIT_S,
+                             trace_format=args.trace_format if trace is not None else None)
             if why:
                 print(f"python -m harness_sim run: {why}", file=sys.stderr)
                 status = EXIT_FAILED
@@ -322,7 +359,9 @@ def main(argv: list[str]) -> int:
         else:
             windows.write_final(report_path)
         written += [out] if out else []
-        if trace is not None:
+        if trace is not None and ranks is not None and ranks.procs:
+            written += _write_rank_traces(trace, ranks, args, workdir, _trace_metadata(config))
+        elif trace is not None:
             trace.write(args.trace, args.trace_format, _trace_metadata(config))
             written.append(args.trace if args.trace_format == "chrome" else
                            _C.kineto_trace_file(args.trace, 0))
@@ -373,6 +412,38 @@ def _check_trace(path: str, fmt: str) -> str | None:
     except _C.InputError as e:
         return str(e)
     return None
+
+
+def _write_rank_traces(trace, ranks: _StartedRanks, args, workdir: str, metadata: dict) -> list[str]:
+    """The trace of every rank, as bench writes a run of several ranks: chrome, one document (a
+    process per rank); kineto, each rank's file in the --trace directory. Returns what it wrote
+    (the last: what the summary names)."""
+    import shutil as _shutil
+
+    from . import _C
+    trace.set_rank(0, 1 + len(ranks.procs))
+    theirs = ranks.traces(args.trace_format)  # ranks.wait() saw each of them
+    if args.trace_format == "chrome":
+        mine = os.path.join(workdir, "rank0.trace.json")
+        trace.write(mine, "chrome", metadata)
+        _C.merge_trace_files([mine] + theirs, args.trace)
+        return [args.trace]
+    written = []
+    for rank, path in enumerate(theirs, start=1):  # each written whole or not at all
+        target = _C.kineto_trace_file(args.trace, rank)
+        partial = target + ".partial"
+        try:
+            _shutil.copyfile(path, partial)
+            os.replace(partial, target)
+        except OSError as e:
+            if os.path.exists(partial):
+                os.unlink(partial)
+            for done in written:
+                os.unlink(done)
+            raise _C.InputError(f"--trace {target}: {e.strerror or e}") from None
+        written.append(target)
+    trace.write(args.trace, "kineto", metadata)
+    return written + [_C.kineto_trace_file(args.trace, 0)]
 
 
 def _trace_metadata(config: dict) -> dict:

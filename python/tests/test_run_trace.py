@@ -142,3 +142,53 @@ def test_a_failed_program_writes_no_trace(tmp_path):
     assert run(["--trace", str(kineto), "--trace-format", "kineto", "--", prog]) == 3
     assert not trace.exists() and list(kineto.iterdir()) == []
     assert not [p for p in tmp_path.rglob("*") if ".tmp" in p.name]
+
+
+def _run_ranks(tmp_path, *args):
+    """run of Lightning's DDP example in a process of its own (Lightning starts rank 1 by running
+    the program again)."""
+    r = subprocess.run([sys.executable, "-m", "harness_sim", "run", "-q", *args, "--",
+                        "lightning_ddp.py", "--max-steps", "20"],
+                       cwd=REPO / "examples" / "programs", capture_output=True, text=True,
+                       timeout=300, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+
+
+def test_every_rank_a_program_starts_is_on_the_chrome_trace(tmp_path):
+    out, trace = tmp_path / "r.json", tmp_path / "t.json"
+    _run_ranks(tmp_path, "--out", str(out), "--trace", str(trace))
+    trace_check(trace)
+    r = _report(out)
+    events = json.loads(trace.read_text())["traceEvents"]
+    # One document, a process per rank (pid = rank, as bench's ranks), each rank's steps holding
+    # the launches and collectives its report variant counted.
+    names = {e["pid"]: e["args"]["name"] for e in events
+             if e.get("ph") == "M" and e.get("name") == "process_name"}
+    assert names == {0: "rank 0", 1: "rank 1"}
+    for rank in (0, 1):
+        mine = [e for e in events if e.get("pid") == rank]
+        steps = [(e["ts"], e["ts"] + e["dur"]) for e in mine if e.get("cat") == "step"]
+        assert len(steps) == 19  # 20 steps, --skip-steps 1
+        counted = r[f"rank{rank}/steps"]["total"]
+        assert _inside(mine, "kernel", steps) == counted["launch.count"]
+        assert sum(1 for e in mine if e.get("name") == "ncclDevKernel_AllReduce"
+                   and any(b <= e["ts"] <= end for b, end in steps)) == \
+            counted["collective.all_reduce.count"] == 19
+
+
+def test_every_rank_a_program_starts_has_its_kineto_file_and_hta_reads_them(tmp_path):
+    out, trace = tmp_path / "r.json", tmp_path / "trace"
+    _run_ranks(tmp_path, "--out", str(out), "--trace", str(trace), "--trace-format", "kineto")
+    assert sorted(p.name for p in trace.iterdir()) == ["rank0.pt.trace.json",
+                                                       "rank1.pt.trace.json"]
+    trace_check(trace)
+    docs = [json.loads((trace / f"rank{rank}.pt.trace.json").read_text()) for rank in (0, 1)]
+    assert [d["distributedInfo"]["rank"] for d in docs] == [0, 1]
+    assert {d["distributedInfo"]["world_size"] for d in docs} == {2}
+    assert docs[0]["baseTimeNanoseconds"] == docs[1]["baseTimeNanoseconds"]  # rank 0's origin
+    hta = pytest.importorskip(
+        "hta.trace_analysis",
+        reason="holistictraceanalysis is not installed (python/requirements-extra.txt)")
+    analysis = hta.TraceAnalysis(trace_dir=str(trace), include_last_profiler_step=True)
+    temporal = analysis.get_temporal_breakdown(visualize=False)
+    assert sorted(temporal["rank"]) == [0, 1] and (temporal["kernel_time(us)"] > 0).all()
