@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <vector>
@@ -27,6 +28,20 @@ using Event = TraceRecorder::Event;
 using Kind = TraceRecorder::Kind;
 
 double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
+// The duration, in µs, a slice of device work starting at `begin_us` is written with: its own,
+// or longer so that it reaches the next whole microsecond. HTA reads nanosecond traces by rounding
+// each slice's start up and its end down to whole microseconds (round_down_time_stamps), so a
+// slice that does not cross one -- the sim's sub-microsecond copies and kernels -- would get a
+// duration of -1 µs, and its temporal breakdown asserts on the negative time that adds up
+// (non_compute_time >= 0). Written this way, each slice keeps its start and is 0 µs or more to HTA.
+double device_dur_us(double begin_us, double dur_us) {
+  const double first_whole = std::ceil(begin_us);
+  if (std::floor(begin_us + dur_us) >= first_whole) return dur_us;
+  double dur = first_whole - begin_us;
+  while (std::floor(begin_us + dur) < first_whole) dur = std::nextafter(dur, HUGE_VAL);
+  return dur;
+}
 
 // Host collectives (CPU tensors) run on Gloo's worker thread: a thread of their own here, so
 // that their spans (issue to completion) do not cross the calling thread's ops.
@@ -49,9 +64,10 @@ std::string TraceRecorder::to_kineto_json(
   nlohmann::json events = nlohmann::json::array();
   auto ts = [&](int64_t ns) { return us(ns - s.origin_ns); };
   auto complete = [&](const std::string& cat, const std::string& name, int64_t pid, uint64_t tid,
-                      int64_t begin, int64_t dur, nlohmann::json args) {
-    nlohmann::json j = {{"ph", "X"}, {"cat", cat},       {"name", name},    {"pid", pid},
-                        {"tid", tid}, {"ts", ts(begin)}, {"dur", us(dur)}};
+                      int64_t begin, int64_t dur, nlohmann::json args, bool device = false) {
+    const double dur_us = device ? device_dur_us(ts(begin), us(dur)) : us(dur);
+    nlohmann::json j = {{"ph", "X"}, {"cat", cat},       {"name", name},  {"pid", pid},
+                        {"tid", tid}, {"ts", ts(begin)}, {"dur", dur_us}};
     if (args.is_object() && !args.empty()) j["args"] = std::move(args);
     events.push_back(std::move(j));
   };
@@ -147,7 +163,7 @@ std::string TraceRecorder::to_kineto_json(
                                                          : "kernel";
         streams.emplace(e.device, e.stream);
         complete(cat, e.name, e.device, static_cast<uint64_t>(e.stream), e.ts_ns, e.dur_ns,
-                 std::move(args));
+                 std::move(args), /*device=*/true);
         auto call = calls.find(e.id);
         // One arrow per call (its id is the correlation), to the first work it issued.
         if (e.id == 0 || call == calls.end() || !flowed.insert(e.id).second) break;

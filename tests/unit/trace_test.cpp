@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <string>
@@ -254,6 +255,41 @@ TEST(Trace, KinetoShapeLinksCallsToDeviceWorkAndNamesSteps) {
   std::set<std::string> annotations;
   for (const auto& e : by_cat["user_annotation"]) annotations.insert(e.at("name"));
   EXPECT_EQ(annotations, (std::set<std::string>{"ProfilerStep#0", "optimizer.step"}));
+}
+
+// HTA rounds a nanosecond trace's slices to whole microseconds, start up and end down: device
+// work that crosses no whole microsecond (the sim's copies and small kernels) is written long
+// enough to reach one, so that none has a negative duration to HTA; starts stay as they were.
+TEST(Trace, KinetoDeviceSlicesStayNonNegativeWhenHtaRoundsThem) {
+  TraceRecorder trace;
+  trace.set_origin(1'000'000);
+  const std::vector<std::pair<int64_t, int64_t>> slices = {
+      {1'000'100, 1'000'100},   // 0 ns at 0.1 µs
+      {1'002'200, 1'002'900},   // 700 ns within one microsecond
+      {1'005'000, 1'005'000},   // 0 ns on a whole microsecond
+      {1'007'300, 1'010'400}};  // 3.1 µs: as it is
+  uint64_t correlation = 0;
+  for (const auto& [begin, end] : slices) {
+    trace.add_device_work(DeviceWork::Memcpy, "Memcpy DtoH (Device -> Pinned)", 0,
+                          kSimComputeStream, ++correlation, begin, end);
+  }
+  const nlohmann::json doc = nlohmann::json::parse(trace.to_kineto_json());
+  std::vector<std::pair<double, double>> written;  // (ts, dur) in µs
+  for (const auto& e : doc.at("traceEvents")) {
+    if (e.value("cat", "") == "gpu_memcpy") written.emplace_back(e.at("ts"), e.at("dur"));
+  }
+  ASSERT_EQ(written.size(), slices.size());
+  for (size_t i = 0; i < written.size(); ++i) {
+    const auto [ts, dur] = written[i];
+    EXPECT_DOUBLE_EQ(ts, (slices[i].first - 1'000'000) / 1000.0);  // the start as it was
+    EXPECT_GE(dur, (slices[i].second - slices[i].first) / 1000.0);
+    // HTA: ceil(ts), floor(ts + dur), dur = their difference.
+    EXPECT_GE(std::floor(ts + dur) - std::ceil(ts), 0.0) << i;
+  }
+  EXPECT_NEAR(written[0].second, 0.9, 1e-9);
+  EXPECT_NEAR(written[1].second, 0.8, 1e-9);
+  EXPECT_EQ(written[2].second, 0.0);
+  EXPECT_NEAR(written[3].second, 3.1, 1e-9);
 }
 
 // A sync whose wait was measured is a span of that length on the syncs track, ending when it
