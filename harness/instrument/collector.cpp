@@ -19,18 +19,18 @@ std::atomic<int> g_slots_in_use{0};
 std::mutex g_slots_mu;
 }  // namespace
 
-PhaseCounts& EventCollector::current_phase_counts(const char** phase_name) {
+PhaseCounts& EventCollector::current_phase_counts(Phase::Current* current) {
   const Phase::Current phase = Phase::current();
-  if (phase_name) *phase_name = phase.name;
-  if (phase.serial == last_phase_serial_) return *last_phase_.counts;
+  if (current) *current = phase;
+  if (phase.serial == last_phase_serial_) return *last_phase_counts_;
   auto it = phase_slots_.find(phase.name);
   if (it == phase_slots_.end() || *it->second.name != phase.name) {
     auto node = counts_.phases.try_emplace(phase.name).first;  // std::map nodes never move
     it = phase_slots_.insert_or_assign(phase.name, PhaseSlot{&node->first, &node->second}).first;
   }
   last_phase_serial_ = phase.serial;
-  last_phase_ = it->second;
-  return *it->second.counts;
+  last_phase_counts_ = it->second.counts;
+  return *last_phase_counts_;
 }
 
 int64_t& EventCollector::launch_slot(std::string_view op) {
@@ -136,35 +136,35 @@ void EventCollector::record_copy_and_sync(CopyKind kind, int64_t bytes, bool hos
     return;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  const char* phase = nullptr;
+  Phase::Current phase{};
   PhaseCounts& counts = current_phase_counts(&phase);
   add_copy(counts, kind, bytes, host_pinned, cross_device);
   counts.add_sync(wait_ns, /*collective=*/false);
   sync_slot(phase, op, reason).tally->add_sync(wait_ns);
 }
 
-const EventCollector::SyncSlot& EventCollector::sync_slot(const char* phase, std::string_view op,
+const EventCollector::SyncSlot& EventCollector::sync_slot(const Phase::Current& phase,
+                                                           std::string_view op,
                                                            std::string_view reason) {
   // The hot path (a sync in a loop) takes the last site when nothing but its text could differ;
   // else the site found by the addresses of its names, no strings built; a new site, or an
   // address reused for other text, takes the map.
-  const uint64_t serial = last_phase_serial_;  // current_phase_counts() ran for this event
-  if (serial == last_sync_serial_ && op.data() == last_sync_op_.data() &&
+  if (phase.serial == last_sync_serial_ && op.data() == last_sync_op_.data() &&
       reason.data() == last_sync_reason_.data() && last_sync_.key->op == op &&
       last_sync_.key->reason == reason) {
     return last_sync_;
   }
-  const std::tuple<const void*, const void*, const void*> address{phase, op.data(),
+  const std::tuple<const void*, const void*, const void*> address{phase.name, op.data(),
                                                                   reason.data()};
   auto slot = sync_slots_.find(address);
-  if (slot == sync_slots_.end() || slot->second.key->phase != phase ||
+  if (slot == sync_slots_.end() || slot->second.key->phase != phase.name ||
       slot->second.key->op != op || slot->second.key->reason != reason) {
     auto node = counts_.sync_sites
-                    .try_emplace(SyncSiteKey{phase, std::string(op), std::string(reason)})
+                    .try_emplace(SyncSiteKey{phase.name, std::string(op), std::string(reason)})
                     .first;
     slot = sync_slots_.insert_or_assign(address, SyncSlot{&node->first, &node->second}).first;
   }
-  last_sync_serial_ = serial;
+  last_sync_serial_ = phase.serial;
   last_sync_op_ = op;
   last_sync_reason_ = reason;
   last_sync_ = slot->second;
@@ -173,17 +173,17 @@ const EventCollector::SyncSlot& EventCollector::sync_slot(const char* phase, std
 
 const SyncSiteKey& EventCollector::add_sync(std::string_view op, std::string_view reason,
                                             int64_t wait_ns, bool collective) {
-  const char* phase = nullptr;
+  Phase::Current phase{};
   current_phase_counts(&phase).add_sync(wait_ns, collective);
   const SyncSlot& slot = sync_slot(phase, op, reason);
   slot.tally->add_sync(wait_ns);
   if (trace_) {
     const int64_t now = trace_clock_ns();
     if (wait_ns < 0) {
-      trace_->add_instant("syncs", op, "sync", now, {{"reason", reason}, {"phase", phase}});
+      trace_->add_instant("syncs", op, "sync", now, {{"reason", reason}, {"phase", phase.name}});
     } else {
       trace_->add_span("syncs", op, "sync", now - wait_ns, now,
-                       {{"reason", reason}, {"phase", phase}});
+                       {{"reason", reason}, {"phase", phase.name}});
     }
   }
   return *slot.key;

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "harness/instrument/counts.h"
+#include "harness/instrument/phase.h"
 
 namespace harness {
 
@@ -89,8 +90,8 @@ class EventCollector {
   void set_sync_observer(SyncObserver observer) { sync_observer_ = std::move(observer); }
 
  private:
-  // The innermost phase's counts (its name in `phase`, if asked). Requires mu_.
-  PhaseCounts& current_phase_counts(const char** phase = nullptr);
+  // The innermost phase's counts (the phase itself in `phase`, if asked). Requires mu_.
+  PhaseCounts& current_phase_counts(Phase::Current* phase = nullptr);
   static void add_copy(PhaseCounts& counts, CopyKind kind, int64_t bytes, bool host_pinned,
                        bool cross_device);
   void trace_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
@@ -99,9 +100,10 @@ class EventCollector {
   // Counts a sync; returns its site's key (a node of counts_.sync_sites). Requires mu_.
   const SyncSiteKey& add_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
                               bool collective);
-  // The site's tally, looked up by the addresses of its names. Requires mu_.
+  // The site's tally in `phase`, looked up by the addresses of its names. Requires mu_.
   struct SyncSlot;
-  const SyncSlot& sync_slot(const char* phase, std::string_view op, std::string_view reason);
+  const SyncSlot& sync_slot(const Phase::Current& phase, std::string_view op,
+                            std::string_view reason);
   void record_any_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
                        bool collective);
 
@@ -144,7 +146,7 @@ class EventCollector {
   // phase scope's serial stands for its name, so a hit compares no phase text. kNoSerial: empty.
   static constexpr uint64_t kNoSerial = ~uint64_t{0};
   uint64_t last_phase_serial_ = kNoSerial;
-  PhaseSlot last_phase_{};
+  PhaseCounts* last_phase_counts_ = nullptr;
   uint64_t last_sync_serial_ = kNoSerial;
   std::string_view last_sync_op_, last_sync_reason_;
   SyncSlot last_sync_{};

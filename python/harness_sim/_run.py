@@ -193,9 +193,20 @@ def main(argv: list[str]) -> int:
         return _usage(parser, f"no such script: {script}")
     if args.skip_steps < 0:
         return _usage(parser, "--skip-steps must be >= 0")
+    if args.rank_trace_origin is not None and not args.rank_dir:
+        return _usage(parser, "--rank-trace-origin is for a rank run with --rank-dir")
     if args.rank_dir:  # a rank the program started: its report for rank 0's run, nothing else
         if not os.path.isdir(args.rank_dir):
             return _usage(parser, f"--rank-dir {args.rank_dir}: no such directory")
+        if args.rank_trace_origin is not None:
+            try:
+                origin = tuple(int(x) for x in args.rank_trace_origin.split(","))
+            except ValueError:
+                origin = ()
+            if len(origin) != 2:
+                return _usage(parser, f"--rank-trace-origin {args.rank_trace_origin}: "
+                                      "ORIGIN_NS,UNIX_NS")
+            args.rank_trace_origin = origin
         rank = int(os.environ.get("LOCAL_RANK", "0"))
         args.out = _rank_report(args.rank_dir, rank)
         args.quiet, args.gate, args.html, args.baseline = True, [], None, None
@@ -257,8 +268,7 @@ def main(argv: list[str]) -> int:
     if trace is not None and args.rank_dir:  # a started rank: its rank, on rank 0's clock origin
         trace.set_rank(int(os.environ.get("LOCAL_RANK", "0")),
                        int(os.environ.get("WORLD_SIZE", "1")))
-        origin_ns, unix_ns = (int(x) for x in args.rank_trace_origin.split(","))
-        trace.set_origin(origin_ns, unix_ns)
+        trace.set_origin(*args.rank_trace_origin)
     ranks = None
     if not args.rank_dir:  # ranks the program starts are counted too (one level: not theirs)
         child = ["--scenario", name, "--steps-from", args.steps_from,
@@ -418,8 +428,6 @@ def _write_rank_traces(trace, ranks: _StartedRanks, args, workdir: str, metadata
     """The trace of every rank, as bench writes a run of several ranks: chrome, one document (a
     process per rank); kineto, each rank's file in the --trace directory. Returns what it wrote
     (the last: what the summary names)."""
-    import shutil as _shutil
-
     from . import _C
     trace.set_rank(0, 1 + len(ranks.procs))
     theirs = ranks.traces(args.trace_format)  # ranks.wait() saw each of them
@@ -433,7 +441,7 @@ def _write_rank_traces(trace, ranks: _StartedRanks, args, workdir: str, metadata
         target = _C.kineto_trace_file(args.trace, rank)
         partial = target + ".partial"
         try:
-            _shutil.copyfile(path, partial)
+            shutil.copyfile(path, partial)
             os.replace(partial, target)
         except OSError as e:
             if os.path.exists(partial):

@@ -144,6 +144,14 @@ def test_exit_codes(tmp_path, capsys):
     assert run([]) == 2
     assert run(["--", str(tmp_path / "missing.py")]) == 2
     assert run(["--gate", str(tmp_path / "no.json"), "--bench", sys.executable, "--", prog, "0"]) == 2
+    # The options of a rank run started for rank 0's run (internal, still checked).
+    capsys.readouterr()
+    assert run(["--rank-dir", str(tmp_path / "none"), "--", prog, "0"]) == 2
+    assert run(["--rank-trace-origin", "1,2", "--", prog, "0"]) == 2
+    assert run(["--rank-dir", str(tmp_path), "--rank-trace-origin", "x", "--", prog, "0"]) == 2
+    err = capsys.readouterr().err
+    assert "no such directory" in err and "is for a rank run with --rank-dir" in err
+    assert "--rank-trace-origin x: ORIGIN_NS,UNIX_NS" in err
     assert not list(tmp_path.glob(".*.tmp"))  # nothing half-written left behind
 
 
