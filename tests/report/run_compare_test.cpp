@@ -342,6 +342,27 @@ TEST(RunCompareFormat, MarkdownPutsChangesFirstFoldsTheRestAndStaysUnderTheLimit
   EXPECT_TRUE(c.failed(false));
 }
 
+// The limit never drops a regression, even when the gate section alone fills it.
+TEST(RunCompareFormat, MarkdownKeepsRegressionsWhenTheGatesFillTheLimit) {
+  RunReport base = sample_report(), head = sample_report();
+  set_per_step(sample_variant(head, "fresh/foreach"), "d2h.count", 9);
+  RunComparison c = compare_reports(base, head, {});
+  ASSERT_EQ(c.count(Change::Regression), 1u);
+  const GateFile gate = parse_gate_json(
+      {{"gate_version", 1},
+       {"rules", nlohmann::json::array({{{"scenario", "resume_adam"},
+                                         {"variant", "*"},
+                                         {"metric", "per_step.launch.count"},
+                                         {"max", 1000000}}})}},
+      "gates/ci.json");
+  c.gates.push_back(evaluate_gate(gate, head, &base));
+  const std::string md = comparison_markdown(c, false, /*max_bytes=*/200);  // below the gates
+  const size_t changed = md.find("### Changed");
+  ASSERT_NE(changed, std::string::npos);
+  EXPECT_NE(md.find("per_step.d2h.count", changed), std::string::npos) << md;
+  EXPECT_LT(md.find("per_step.d2h.count", changed), md.find("### Gate"));
+}
+
 TEST(RunCompareFormat, JsonHasEveryRowAndNoNonFiniteNumber) {
   RunReport base = sample_report();
   RunReport head = sample_report();

@@ -196,7 +196,9 @@ std::string comparison_markdown(const RunComparison& c, bool strict, size_t max_
       const ComparedMetric& m = *row_metric;
       const std::string row =
           markdown_table_row(cells(m, icon(m.change), c.time_options), header().size());
-      if (out.size() + row.size() > limit) {
+      // A regression is never left out, however long the gate section after it (a CI run's
+      // baseline gates can fill the limit on their own, and then its summary named no regression).
+      if (m.change != Change::Regression && out.size() + row.size() > limit) {
         ++dropped;
         continue;
       }
