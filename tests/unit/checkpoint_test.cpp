@@ -77,5 +77,17 @@ TEST_F(CheckpointFile, UnwritableDestinationIsAnInputError) {
   EXPECT_THROW(save_checkpoint(sample(), path("no/such/dir/x.ckpt")), InputError);
 }
 
+TEST_F(CheckpointFile, ADirectoryBlockedByAFileNamesTheFile) {
+  std::ofstream(path("scratch")).put('x');
+  try {
+    create_checkpoint_directory(path("scratch/run/step"));
+    FAIL() << "a file in the way was not reported";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("Not a directory: " + path("scratch") + " is not a directory"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace harness::runtime

@@ -342,7 +342,20 @@ void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
 void create_checkpoint_directory(const std::string& path) {
   std::error_code ec;
   std::filesystem::create_directories(path, ec);
-  if (ec) throw std::runtime_error("cannot create the checkpoint directory " + path + ": " + ec.message());
+  if (!ec) return;
+  // A component that is a file makes mkdir say "File exists" when it appeared after
+  // create_directories saw it missing, and "Not a directory" otherwise: name the file either way.
+  std::string reason = ec.message();
+  for (std::filesystem::path part = path; part.has_relative_path(); part = part.parent_path()) {
+    std::error_code status_error;
+    const auto status = std::filesystem::status(part, status_error);
+    if (std::filesystem::exists(status) && !std::filesystem::is_directory(status)) {
+      reason = std::make_error_code(std::errc::not_a_directory).message() + ": " + part.string() +
+               " is not a directory";
+      break;
+    }
+  }
+  throw std::runtime_error("cannot create the checkpoint directory " + path + ": " + reason);
 }
 
 Checkpoint load_checkpoint(const std::string& path) {
