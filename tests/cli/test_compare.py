@@ -7,6 +7,7 @@ import copy
 import json
 import os
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -14,6 +15,7 @@ BENCH = os.environ["BENCH"]
 SOURCE_DIR = os.environ["SOURCE_DIR"]
 BASELINE_GATE = os.path.join(SOURCE_DIR, "reports", "gates", "baseline.json")
 CI_SCRIPT = os.path.join(SOURCE_DIR, "scripts", "ci_bench.sh")
+SANITIZED = os.environ.get("HARNESS_SANITIZED") == "1"  # scripts/sanitize.sh's build
 COMPARE_PY = "/usr/share/benchmark/compare.py"  # Debian's libbenchmark-tools
 SYSTEM_PYTHON = "/usr/bin/python3"               # with Debian's python3-scipy, which it imports
 
@@ -290,17 +292,33 @@ class QuietOnNoChange(unittest.TestCase):
             first, second = os.path.join(tmp, "first"), os.path.join(tmp, "second")
             r = run("bash", CI_SCRIPT, first, env=env)
             self.assertEqual(r.returncode, 0, why_it_failed(r, first))
-            r = run("bash", CI_SCRIPT, second, os.path.join(first, "report.json"), env=env)
-            self.assertEqual(r.returncode, 0, why_it_failed(r, second))
+            second_run = run("bash", CI_SCRIPT, second, os.path.join(first, "report.json"), env=env)
             a, b = (os.path.join(d, "report.json") for d in (first, second))
             # bench compare as the CI recipe runs it (max ratio 2.0, above a shared runner's
             # run-to-run drift: on 2 vCPUs a build on the sibling hyperthread slows a 100 µs step
             # by 75% without any CPU wait to tell; the default 1.10 is for quiet machines).
             text = bench("compare", a, b, "--max-ratio", "2.0")
-            self.assertEqual(text.returncode, 0, text.stdout + text.stderr)
             doc = json.loads(bench("compare", a, b, "--max-ratio", "2.0", "--format", "json").stdout)
-        self.assertFalse(doc["failed"])
-        self.assertEqual(doc["tally"]["regression"], 0)
+            time_regressions = [row for row in doc["rows"] if row["change"] == "regression" and
+                                row["metric"].startswith("samples.")]
+            # An ASan + UBSan build's step times are not the product's (its allocator's quarantine
+            # and the instrumentation): CI's sanitizer stage saw this A/A pair report "2
+            # regressions" in two of its runs, whose rows it did not keep. Under the sanitizer a
+            # time may regress here; its counts are the product's and must not move, and no
+            # scenario gate may fail.
+            sanitizer_drift = SANITIZED and time_regressions and second_run.returncode == 1
+            if sanitizer_drift:
+                failed_gates = [l for l in second_run.stdout.splitlines()
+                                if l.startswith("gate: ") and " 0 failed," not in l]
+                self.assertEqual(failed_gates, [], why_it_failed(second_run, second))
+                print("step times of the sanitizer build moved past 2x, counts did not: " +
+                      "; ".join(f"{r['scenario']} {r['variant']} {r['metric']}: {r['note']}"
+                                for r in time_regressions), file=sys.stderr)
+            else:
+                self.assertEqual(second_run.returncode, 0, why_it_failed(second_run, second))
+                self.assertEqual(text.returncode, 0, text.stdout + text.stderr)
+                self.assertFalse(doc["failed"])
+        self.assertEqual(doc["tally"]["regression"], len(time_regressions) if sanitizer_drift else 0)
         for row in doc["rows"]:
             metric = row["metric"]
             if "memory." in metric and "host_memory." not in metric:
@@ -308,6 +326,8 @@ class QuietOnNoChange(unittest.TestCase):
                 self.assertEqual(row["change"], "unchanged", row)
             if "host_memory." in metric and row["change"] != "unchanged":
                 self.assertEqual(row["change"], "informational", row)
+            if not metric.startswith("samples."):
+                self.assertIn(row["change"], ("unchanged", "informational"), row)
             if row["change"] == "inconclusive":
                 self.assertTrue(metric.startswith("samples."), row)
                 self.assertTrue(row["note"], row)  # always with its reason
