@@ -167,20 +167,29 @@ class SimDDPStrategy(DDPStrategy):
 
 class _RankCountingLauncher(_SubprocessScriptLauncher):
     """Lightning's launcher for strategy "ddp" (start method "popen"), starting each local rank
-    under `python -m harness_sim run` (_StartedRanks.command) instead of as `python SCRIPT`. A
-    program that uses Hydra keeps Lightning's command (its ranks are not counted)."""
+    under `python -m harness_sim run` (_StartedRanks.command) instead of as `python SCRIPT`: the
+    command Lightning builds, its plain one or, for a program under Hydra, its Hydra one (the
+    script with the same overrides, rank 0's run directory and the original working directory)."""
 
     def _call_children_scripts(self) -> None:
         from lightning.pytorch.strategies.launchers import subprocess_script
 
         from ._run import _StartedRanks
         ranks = _StartedRanks.active
-        lightning_command = subprocess_script._basic_subprocess_cmd
-        subprocess_script._basic_subprocess_cmd = lambda: ranks.command(list(lightning_command()))
+        basic_command = subprocess_script._basic_subprocess_cmd
+        hydra_command = subprocess_script._hydra_subprocess_cmd
+
+        def counted_hydra_command(local_rank: int):
+            command, cwd = hydra_command(local_rank=local_rank)
+            return ranks.command(list(command)), cwd
+
+        subprocess_script._basic_subprocess_cmd = lambda: ranks.command(list(basic_command()))
+        subprocess_script._hydra_subprocess_cmd = counted_hydra_command
         try:
             super()._call_children_scripts()
         finally:
-            subprocess_script._basic_subprocess_cmd = lightning_command
+            subprocess_script._basic_subprocess_cmd = basic_command
+            subprocess_script._hydra_subprocess_cmd = hydra_command
         ranks.procs.extend(self.procs)
 
 

@@ -182,6 +182,34 @@ def test_lightning_ddp_counts_every_rank_the_program_starts(tmp_path, bench):
     assert all(row["change"] == "unchanged" for row in rows if row["unit"] == "count")
 
 
+def test_lightning_ddp_under_hydra_counts_every_rank(tmp_path):
+    """A Hydra app (as the lightning-hydra-template): Lightning starts rank 1 with its Hydra
+    command (the script, the same overrides, rank 0's run directory), which run wraps too."""
+    pytest.importorskip("hydra", reason="needs hydra-core (python/requirements-extra.txt)")
+    out, run_dir = tmp_path / "hydra.json", tmp_path / "hydra_run"
+    r = _run_process(tmp_path, "--out", str(out), "--", str(PROGRAMS / "lightning_hydra.py"),
+                     "max_steps=5", f"hydra.run.dir={run_dir}")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "2 ranks (the program started 1, each counted too)" in r.stderr
+    results = {x["rank"]: x for x in (json.loads(line[len("RESULT "):])
+                                      for line in r.stdout.splitlines()
+                                      if line.startswith("RESULT "))}
+    assert sorted(results) == [0, 1]
+    # Rank 1 is Lightning's Hydra child: its own job name, rank 0's run directory, the override.
+    assert results[1]["job"] == "train_ddp_process_1"
+    assert results[0]["run_dir"] == results[1]["run_dir"] == str(run_dir)
+    assert results[0]["steps"] == results[1]["steps"] == 5
+    assert results[0]["weights"] == results[1]["weights"]  # DDP kept the replicas equal
+    report = json.loads(out.read_text())
+    assert report["provenance"]["world_size"] == 2
+    v = {x["name"]: x for x in report["scenarios"][0]["variants"]}
+    rank0, rank1 = v["rank0/steps"], v["rank1/steps"]
+    assert rank0["measured_steps"] == rank1["measured_steps"] == 4  # 5 steps, --skip-steps 1
+    assert rank0["total"]["collective.all_reduce.count"] == \
+        rank1["total"]["collective.all_reduce.count"] == 4
+    assert v["steps"]["total"]["collective.all_reduce.count"] == 8
+
+
 RANK1_FAILS = """\
 import sys
 import harness_sim
