@@ -350,8 +350,7 @@ void create_checkpoint_directory(const std::string& path) {
     std::error_code status_error;
     const auto status = std::filesystem::status(part, status_error);
     if (std::filesystem::exists(status) && !std::filesystem::is_directory(status)) {
-      reason = std::make_error_code(std::errc::not_a_directory).message() + ": " + part.string() +
-               " is not a directory";
+      reason = std::make_error_code(std::errc::not_a_directory).message() + ": " + part.string();
       break;
     }
   }
