@@ -136,6 +136,78 @@ class _StartedRanks:
         return None
 
 
+class _TorchrunPeers:
+    """The other local ranks of a torchrun job (torch.distributed.run) that runs `python -m
+    harness_sim run` as each rank's program: every rank counts its own program; a rank other than
+    0 writes its report into a directory all of them derive from the job (the elastic agent that
+    started them, its run id and port), and rank 0's `run` waits for those reports and merges them
+    into its own, as for the ranks Lightning starts."""
+
+    def __init__(self, directory: str, world: int):
+        self.directory = directory
+        self.world = world
+
+    @staticmethod
+    def of_this_job() -> tuple[str, int, int] | None:
+        """(directory, local rank, local world size) when this process is a rank of a torchrun job
+        of several ranks (TORCHELASTIC_RUN_ID is torchrun's), else None."""
+        env = os.environ
+        if "TORCHELASTIC_RUN_ID" not in env:
+            return None
+        world = int(env.get("WORLD_SIZE", "1"))
+        if world <= 1:
+            return None
+        agent = os.getppid()  # torchrun's agent starts every local rank
+        name = (f"harness_sim_torchrun.{os.getuid()}.{agent}.{env['TORCHELASTIC_RUN_ID']}."
+                f"{env.get('MASTER_PORT', '')}")
+        return (os.path.join(tempfile.gettempdir(), name), int(env.get("LOCAL_RANK", "0")),
+                int(env.get("LOCAL_WORLD_SIZE", str(world))))
+
+    def reports(self) -> list[str]:
+        return [_rank_report(self.directory, r) for r in range(1, self.world)]
+
+    def wait(self, timeout_s: float) -> str | None:
+        """Waits for every other rank's report; returns why one is missing, or None."""
+        import time
+        deadline = time.monotonic() + timeout_s
+        for rank, path in enumerate(self.reports(), start=1):
+            while not os.path.isfile(path):
+                if time.monotonic() > deadline:
+                    return (f"torchrun's rank {rank} wrote no report within {timeout_s:.0f} s of "
+                            "rank 0's end")
+                time.sleep(0.02)
+        return None
+
+
+# The remover's program: it waits for end of file on its standard input, which comes once `run`
+# has ended, however it ended, and then removes the directories it was given.
+_REMOVER = """
+import os, shutil, sys
+try:
+    while os.read(0, 512):
+        pass
+except OSError:
+    pass
+for path in sys.argv[1:]:
+    shutil.rmtree(path, ignore_errors=True)
+"""
+
+
+def _remove_when_gone(paths: list[str]) -> int:
+    """Starts a process that removes `paths` once this process has ended, also by SIGKILL (which
+    torchrun's agent sends a rank 30 s after its SIGTERM when the rank is inside a C++ call, such as
+    a rendezvous with a rank that died: Python's SIGTERM handler never ran). It holds the read end
+    of a pipe whose only write end (returned) this process holds: closing it, or ending, lets the
+    remover go. In a session of its own, so that a Ctrl-C to the caller's process group does not
+    stop it first."""
+    read_end, write_end = os.pipe()  # neither is inherited by what the program starts (PEP 446)
+    subprocess.Popen([sys.executable, "-I", "-S", "-c", _REMOVER, *paths], stdin=read_end,
+                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                     start_new_session=True)
+    os.close(read_end)
+    return write_end
+
+
 def _rank_report(rank_dir: str, rank: int) -> str:
     return os.path.join(rank_dir, f"rank{rank}.json")
 
@@ -215,6 +287,23 @@ def main(argv: list[str]) -> int:
             args.trace = (_rank_trace(args.rank_dir, rank, "chrome")
                           if args.trace_format == "chrome" else
                           os.path.join(args.rank_dir, "kineto"))
+    torchrun = None
+    job = None if args.rank_dir else _TorchrunPeers.of_this_job()
+    if job is not None:
+        directory, local_rank, local_world = job
+        if local_world != int(os.environ["WORLD_SIZE"]):
+            return _usage(parser, f"under torchrun, run merges the ranks of one node: this job has "
+                                  f"{os.environ['WORLD_SIZE']} ranks on nodes of {local_world}")
+        if args.trace:
+            return _usage(parser, "--trace under torchrun is not supported: trace the program "
+                                  "on one rank, or as Lightning's DDP starts its ranks")
+        os.makedirs(directory, exist_ok=True)
+        if local_rank == 0:
+            torchrun = _TorchrunPeers(directory, local_world)
+        else:  # its report for rank 0's run, nothing else (as a rank Lightning started)
+            args.rank_dir = directory
+            args.out = _rank_report(directory, local_rank)
+            args.quiet, args.gate, args.html, args.baseline = True, [], None, None
     bench = None
     if args.gate or args.html:
         bench = _find_bench(args.bench)
@@ -240,6 +329,7 @@ def main(argv: list[str]) -> int:
     name = args.scenario or (os.path.splitext(os.path.basename(script))[0] if script else module)
     out = args.out
     workdir = tempfile.mkdtemp(prefix="harness_sim_run.")
+    remover = _remove_when_gone([workdir] + ([torchrun.directory] if torchrun else []))
     report_path = out or os.path.join(workdir, "report.json")
     config = {"program": script or f"-m {module}", "args": " ".join(program_args),
               "steps_from": args.steps_from, "skip_steps": str(args.skip_steps),
@@ -360,12 +450,19 @@ def main(argv: list[str]) -> int:
             if why:
                 print(f"python -m harness_sim run: {why}", file=sys.stderr)
                 status = EXIT_FAILED
+        if torchrun is not None and status == EXIT_OK:
+            why = torchrun.wait(timeout_s=RANK_WAIT_S)
+            if why:
+                print(f"python -m harness_sim run: {why}", file=sys.stderr)
+                status = EXIT_FAILED
         if status != EXIT_OK:
             return status
-        if ranks is not None and ranks.procs:  # one report of every rank, as bench writes
+        peer_reports = (ranks.reports() if ranks is not None and ranks.procs else
+                        torchrun.reports() if torchrun is not None else [])
+        if peer_reports:  # one report of every rank, as bench writes
             rank0 = os.path.join(workdir, "rank0.json")
             windows.write_final(rank0)
-            _C.merge_rank_reports([rank0] + ranks.reports(), report_path)
+            _C.merge_rank_reports([rank0] + peer_reports, report_path)
         else:
             windows.write_final(report_path)
         written += [out] if out else []
@@ -378,7 +475,7 @@ def main(argv: list[str]) -> int:
         if not args.quiet:
             _summary(windows, name, args.skip_steps, report_path if out else None,
                      written[-1] if trace is not None else None,
-                     ranks=1 + (len(ranks.procs) if ranks is not None else 0))
+                     ranks=1 + len(peer_reports), by_torchrun=torchrun is not None)
         if bench is not None:
             status = _gates(bench, report_path, args)
     except _C.InputError as e:  # an output could not be written (a full disk, ...)
@@ -393,6 +490,9 @@ def main(argv: list[str]) -> int:
         if ranks is not None and status not in (EXIT_OK, EXIT_GATE):
             ranks.stop()  # the run failed or was stopped: no rank is left running
         shutil.rmtree(workdir, ignore_errors=True)
+        if torchrun is not None:  # the other ranks' reports, merged or not
+            shutil.rmtree(torchrun.directory, ignore_errors=True)
+        os.close(remover)  # nothing left for it to remove: it ends
         if status not in (EXIT_OK, EXIT_GATE):
             for path in written:
                 if path != "-" and os.path.isfile(path):
@@ -464,13 +564,15 @@ def _trace_metadata(config: dict) -> dict:
 
 
 def _summary(windows, name: str, skip: int, out: str | None, trace: str | None = None,
-             ranks: int = 1) -> None:
+             ranks: int = 1, by_torchrun: bool = False) -> None:
     f = windows.figures()
     w = sys.stderr.write
     w(f"harness_sim run: {name}: {windows.seen} steps, {windows.counted} counted "
       f"(--skip-steps {skip})\n")
     if ranks > 1:
-        w(f"  {ranks} ranks (the program started {ranks - 1}, each counted too); below: rank 0's. "
+        how = ("torchrun's, each under run" if by_torchrun else
+               f"the program started {ranks - 1}, each counted too")
+        w(f"  {ranks} ranks ({how}); below: rank 0's. "
           "The report's variants are merged over the ranks, and rank<r>/... are each rank's\n")
     w(f"  {'':<26}{'launches':>10}{'syncs':>8}{'h2d':>7}{'d2h':>7}{'d2d':>7}\n")
     n = max(windows.counted, 1)

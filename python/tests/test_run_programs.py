@@ -3,6 +3,7 @@ demos by accelerator name, and a loop written for CUDA (--as-cuda)."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -208,6 +209,118 @@ def test_lightning_ddp_under_hydra_counts_every_rank(tmp_path):
     assert rank0["total"]["collective.all_reduce.count"] == \
         rank1["total"]["collective.all_reduce.count"] == 4
     assert v["steps"]["total"]["collective.all_reduce.count"] == 8
+
+
+def _torchrun(tmp_path, *args):
+    """torchrun (torch.distributed.run) of 2 local ranks, each running ARGS, its scratch in
+    tmp_path (TMPDIR: where the ranks leave their reports for rank 0)."""
+    import subprocess
+    import sys
+    env = dict(os.environ, TMPDIR=str(tmp_path))
+    return subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                           "--nproc-per-node", "2", *args], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+
+def test_torchrun_ranks_each_under_run_make_one_report(tmp_path, bench):
+    """torchrun starts every rank as `python -m harness_sim run ...`: rank 0's report holds both,
+    merged as bench merges its ranks, and the ranks' scratch directory is gone afterwards."""
+    out = tmp_path / "ddp.json"
+    r = _torchrun(tmp_path, "-m", "harness_sim", "run", "--out", str(out), "--",
+                  str(PROGRAMS / "torch_ddp.py"), "--steps", "6")
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "2 ranks (torchrun's, each under run)" in r.stderr
+    results = {x["rank"]: x for x in (json.loads(line[len("RESULT "):])
+                                      for line in r.stdout.splitlines()
+                                      if line.startswith("RESULT "))}
+    assert sorted(results) == [0, 1]
+    assert results[0]["weights"] == results[1]["weights"]  # DDP kept the replicas equal
+    report = json.loads(out.read_text())
+    assert report["provenance"]["world_size"] == 2
+    v = {x["name"]: x for x in report["scenarios"][0]["variants"]}
+    assert set(v) == {f"{rank}{name}" for rank in ("", "rank0/", "rank1/")
+                      for name in ("steps", "before_steps")}
+    rank0, rank1 = v["rank0/steps"], v["rank1/steps"]
+    assert rank0["measured_steps"] == rank1["measured_steps"] == 5  # 6 steps, --skip-steps 1
+    for key in ("collective.all_reduce.count", "launch.count", "h2d.count"):
+        assert rank0["total"][key] == rank1["total"][key], key
+        assert v["steps"]["total"][key] == rank0["total"][key] + rank1["total"][key], key
+    assert rank0["total"]["collective.all_reduce.count"] == 5  # one gradient bucket per step
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("harness_sim")] == []
+    import subprocess
+    compared = subprocess.run([bench, "compare", str(out), str(out), "--format", "json"],
+                              capture_output=True, text=True, timeout=120)
+    assert compared.returncode == 0, compared.stderr
+
+
+def test_torchrun_over_several_nodes_is_bad_input(tmp_path, monkeypatch, capsys):
+    for name, value in (("TORCHELASTIC_RUN_ID", "job"), ("WORLD_SIZE", "4"),
+                        ("LOCAL_WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("MASTER_PORT", "1")):
+        monkeypatch.setenv(name, value)
+    assert run(["--out", str(tmp_path / "r.json"), "--",
+                str(PROGRAMS / "torch_ddp.py")]) == 2
+    assert "merges the ranks of one node: this job has 4 ranks on nodes of 2" in \
+        capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
+TORCHRUN_RANK1_FAILS = """\
+import os
+import torch, torch.distributed as dist
+import harness_sim
+torch.sim.set_device(int(os.environ["LOCAL_RANK"]))
+dist.init_process_group("cpu:gloo,sim:sim")
+if dist.get_rank() == 1:
+    raise SystemExit(5)
+dist.all_reduce(torch.ones(4, device="sim"))  # rank 1 is gone: Gloo fails this
+"""
+
+
+def test_torchrun_rank_that_fails_fails_the_job_and_nothing_is_written(tmp_path):
+    script = tmp_path / "rank1_fails.py"
+    script.write_text(TORCHRUN_RANK1_FAILS)
+    out = tmp_path / "failed.json"
+    r = _torchrun(tmp_path, "-m", "harness_sim", "run", "--out", str(out), "--", str(script))
+    assert r.returncode != 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert "the program exited with status 5" in r.stderr
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("harness_sim")] == []
+
+
+def test_a_killed_run_leaves_no_scratch_directory(tmp_path):
+    """SIGKILL (torchrun's agent sends it 30 s after SIGTERM to a rank stuck in C++) runs no
+    cleanup of run's own: its remover process removes the scratch directory once run is gone."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    script = tmp_path / "sleeps.py"
+    script.write_text("import time\nprint('started', flush=True)\ntime.sleep(120)\n")
+    proc = subprocess.Popen([sys.executable, "-m", "harness_sim", "run", "--out",
+                             str(tmp_path / "never.json"), "--", str(script)], cwd=tmp_path,
+                            env=dict(os.environ, TMPDIR=str(tmp_path)), stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert proc.stdout.readline() == "started\n"
+        scratch = [p for p in tmp_path.iterdir() if p.name.startswith("harness_sim_run.")]
+        assert len(scratch) == 1  # while it runs
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        proc.kill()
+    deadline = time.monotonic() + 30
+    while scratch[0].exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not scratch[0].exists()
+    assert not (tmp_path / "never.json").exists()
+
+
+def test_torchrun_with_trace_is_bad_input_on_every_rank(tmp_path):
+    r = _torchrun(tmp_path, "-m", "harness_sim", "run", "--trace", str(tmp_path / "t.json"),
+                  "--", str(PROGRAMS / "torch_ddp.py"))
+    assert r.returncode != 0
+    assert r.stderr.count("--trace under torchrun is not supported") == 2, r.stderr[-3000:]
+    assert not (tmp_path / "t.json").exists()
 
 
 RANK1_FAILS = """\
