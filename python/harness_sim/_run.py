@@ -139,9 +139,9 @@ class _StartedRanks:
 class _TorchrunPeers:
     """The other local ranks of a torchrun job (torch.distributed.run) that runs `python -m
     harness_sim run` as each rank's program: every rank counts its own program; a rank other than
-    0 writes its report into a directory all of them derive from the job (the elastic agent that
-    started them, its run id and port), and rank 0's `run` waits for those reports and merges them
-    into its own, as for the ranks Lightning starts."""
+    0 writes its report into a directory all of them derive from the job (its run id, port and
+    restart count), and rank 0's `run` waits for those reports and merges them into its own, as
+    for the ranks Lightning starts."""
 
     def __init__(self, directory: str, world: int):
         self.directory = directory
@@ -157,9 +157,10 @@ class _TorchrunPeers:
         world = int(env.get("WORLD_SIZE", "1"))
         if world <= 1:
             return None
-        agent = os.getppid()  # torchrun's agent starts every local rank
-        name = (f"harness_sim_torchrun.{os.getuid()}.{agent}.{env['TORCHELASTIC_RUN_ID']}."
-                f"{env.get('MASTER_PORT', '')}")
+        # What torchrun's agent gives every rank of this attempt of this job alike: its run id
+        # (a fresh one per --standalone job), the rendezvous port and the restart count.
+        name = (f"harness_sim_torchrun.{os.getuid()}.{env['TORCHELASTIC_RUN_ID']}."
+                f"{env.get('MASTER_PORT', '')}.{env.get('TORCHELASTIC_RESTART_COUNT', '0')}")
         return (os.path.join(tempfile.gettempdir(), name), int(env.get("LOCAL_RANK", "0")),
                 int(env.get("LOCAL_WORLD_SIZE", str(world))))
 
