@@ -183,6 +183,12 @@ def test_lightning_ddp_counts_every_rank_the_program_starts(tmp_path, bench):
     assert all(row["change"] == "unchanged" for row in rows if row["unit"] == "count")
 
 
+def _results_by_rank(stdout: str) -> dict:
+    """The RESULT lines the example programs print, one per rank, by rank."""
+    return {x["rank"]: x for x in (json.loads(line[len("RESULT "):])
+                                   for line in stdout.splitlines() if line.startswith("RESULT "))}
+
+
 def test_lightning_ddp_under_hydra_counts_every_rank(tmp_path):
     """A Hydra app (as the lightning-hydra-template): Lightning starts rank 1 with its Hydra
     command (the script, the same overrides, rank 0's run directory), which run wraps too."""
@@ -192,9 +198,7 @@ def test_lightning_ddp_under_hydra_counts_every_rank(tmp_path):
                      "max_steps=5", f"hydra.run.dir={run_dir}")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "2 ranks (the program started 1, each counted too)" in r.stderr
-    results = {x["rank"]: x for x in (json.loads(line[len("RESULT "):])
-                                      for line in r.stdout.splitlines()
-                                      if line.startswith("RESULT "))}
+    results = _results_by_rank(r.stdout)
     assert sorted(results) == [0, 1]
     # Rank 1 is Lightning's Hydra child: its own job name, rank 0's run directory, the override.
     assert results[1]["job"] == "train_ddp_process_1"
@@ -230,9 +234,7 @@ def test_torchrun_ranks_each_under_run_make_one_report(tmp_path, bench):
                   str(PROGRAMS / "torch_ddp.py"), "--steps", "6")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "2 ranks (torchrun's, each under run)" in r.stderr
-    results = {x["rank"]: x for x in (json.loads(line[len("RESULT "):])
-                                      for line in r.stdout.splitlines()
-                                      if line.startswith("RESULT "))}
+    results = _results_by_rank(r.stdout)
     assert sorted(results) == [0, 1]
     assert results[0]["weights"] == results[1]["weights"]  # DDP kept the replicas equal
     report = json.loads(out.read_text())
