@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 import traceback
 
 EXIT_OK, EXIT_GATE, EXIT_USAGE, EXIT_FAILED = 0, 1, 2, 3
@@ -167,9 +168,10 @@ class _TorchrunPeers:
     def reports(self) -> list[str]:
         return [_rank_report(self.directory, r) for r in range(1, self.world)]
 
-    def wait(self, timeout_s: float) -> str | None:
-        """Waits for every other rank's report; returns why one is missing, or None."""
-        import time
+    def wait(self, timeout_s: float, trace_format: str | None = None) -> str | None:
+        """Waits for every other rank's report; returns why one is missing, or None. (No traces:
+        --trace under torchrun is refused.)"""
+        assert trace_format is None
         deadline = time.monotonic() + timeout_s
         for rank, path in enumerate(self.reports(), start=1):
             while not os.path.isfile(path):
@@ -207,6 +209,19 @@ def _remove_when_gone(paths: list[str]) -> int:
                      start_new_session=True)
     os.close(read_end)
     return write_end
+
+
+def _as_rank(args: argparse.Namespace, rank_dir: str) -> None:
+    """Makes this run a rank other than 0 (one Lightning started, or torchrun's): its report (and,
+    with a trace origin from rank 0, its trace) into `rank_dir` for rank 0's run, nothing else."""
+    rank = int(os.environ.get("LOCAL_RANK", "0"))
+    args.rank_dir = rank_dir
+    args.out = _rank_report(rank_dir, rank)
+    args.quiet, args.gate, args.html, args.baseline = True, [], None, None
+    args.trace = None
+    if args.rank_trace_origin:
+        args.trace = (_rank_trace(rank_dir, rank, "chrome") if args.trace_format == "chrome" else
+                      os.path.join(rank_dir, "kineto"))
 
 
 def _rank_report(rank_dir: str, rank: int) -> str:
@@ -266,6 +281,18 @@ def main(argv: list[str]) -> int:
         return _usage(parser, f"no such script: {script}")
     if args.skip_steps < 0:
         return _usage(parser, "--skip-steps must be >= 0")
+    torchrun = None
+    job = None if args.rank_dir else _TorchrunPeers.of_this_job()
+    if job is not None:
+        directory, local_rank, local_world = job
+        if local_world != int(os.environ["WORLD_SIZE"]):
+            return _usage(parser, f"under torchrun, run merges the ranks of one node: this job has "
+                                  f"{os.environ['WORLD_SIZE']} ranks on nodes of {local_world}")
+        if args.trace:
+            return _usage(parser, "--trace under torchrun is not supported: trace the program "
+                                  "on one rank, or as Lightning's DDP starts its ranks")
+        if local_rank == 0:
+            torchrun = _TorchrunPeers(directory, local_world)
     if args.rank_trace_origin is not None and not args.rank_dir:
         return _usage(parser, "--rank-trace-origin is for a rank run with --rank-dir")
     if args.rank_dir:  # a rank the program started: its report for rank 0's run, nothing else
@@ -280,31 +307,7 @@ def main(argv: list[str]) -> int:
                 return _usage(parser, f"--rank-trace-origin {args.rank_trace_origin}: "
                                       "ORIGIN_NS,UNIX_NS")
             args.rank_trace_origin = origin
-        rank = int(os.environ.get("LOCAL_RANK", "0"))
-        args.out = _rank_report(args.rank_dir, rank)
-        args.quiet, args.gate, args.html, args.baseline = True, [], None, None
-        args.trace = None
-        if args.rank_trace_origin:  # its trace, where rank 0's run takes it from
-            args.trace = (_rank_trace(args.rank_dir, rank, "chrome")
-                          if args.trace_format == "chrome" else
-                          os.path.join(args.rank_dir, "kineto"))
-    torchrun = None
-    job = None if args.rank_dir else _TorchrunPeers.of_this_job()
-    if job is not None:
-        directory, local_rank, local_world = job
-        if local_world != int(os.environ["WORLD_SIZE"]):
-            return _usage(parser, f"under torchrun, run merges the ranks of one node: this job has "
-                                  f"{os.environ['WORLD_SIZE']} ranks on nodes of {local_world}")
-        if args.trace:
-            return _usage(parser, "--trace under torchrun is not supported: trace the program "
-                                  "on one rank, or as Lightning's DDP starts its ranks")
-        os.makedirs(directory, exist_ok=True)
-        if local_rank == 0:
-            torchrun = _TorchrunPeers(directory, local_world)
-        else:  # its report for rank 0's run, nothing else (as a rank Lightning started)
-            args.rank_dir = directory
-            args.out = _rank_report(directory, local_rank)
-            args.quiet, args.gate, args.html, args.baseline = True, [], None, None
+        _as_rank(args, args.rank_dir)
     bench = None
     if args.gate or args.html:
         bench = _find_bench(args.bench)
@@ -317,6 +320,10 @@ def main(argv: list[str]) -> int:
     for path, what in ((args.out, "--out"), (args.html, "--html")):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             return _usage(parser, f"{what} {path}: its directory does not exist")
+    if job is not None and torchrun is None:  # torchrun's rank r > 0, its flags checked as rank 0's
+        os.makedirs(job[0], exist_ok=True)
+        _as_rank(args, job[0])
+        bench = None
 
     import harness_sim  # noqa: F401  (registers sim, torch.sim, the c10d backend)
     from . import _C, _counting
@@ -445,21 +452,17 @@ def main(argv: list[str]) -> int:
     # written unless run exits 0 or 1.
     written: list[str] = []
     try:
-        if ranks is not None and ranks.procs and status == EXIT_OK:
-            why = ranks.wait(timeout_s=RANK_WAIT_S,
+        # The other ranks: those the program started (Lightning), or torchrun's.
+        peers = ranks if ranks is not None and ranks.procs else torchrun
+        if peers is not None and status == EXIT_OK:
+            why = peers.wait(timeout_s=RANK_WAIT_S,
                              trace_format=args.trace_format if trace is not None else None)
-            if why:
-                print(f"python -m harness_sim run: {why}", file=sys.stderr)
-                status = EXIT_FAILED
-        if torchrun is not None and status == EXIT_OK:
-            why = torchrun.wait(timeout_s=RANK_WAIT_S)
             if why:
                 print(f"python -m harness_sim run: {why}", file=sys.stderr)
                 status = EXIT_FAILED
         if status != EXIT_OK:
             return status
-        peer_reports = (ranks.reports() if ranks is not None and ranks.procs else
-                        torchrun.reports() if torchrun is not None else [])
+        peer_reports = peers.reports() if peers is not None else []
         if peer_reports:  # one report of every rank, as bench writes
             rank0 = os.path.join(workdir, "rank0.json")
             windows.write_final(rank0)
@@ -525,7 +528,8 @@ def _check_trace(path: str, fmt: str) -> str | None:
     return None
 
 
-def _write_rank_traces(trace, ranks: _StartedRanks, args, workdir: str, metadata: dict) -> list[str]:
+def _write_rank_traces(trace, ranks: _StartedRanks, args, workdir: str,
+                       metadata: dict) -> list[str]:
     """The trace of every rank, as bench writes a run of several ranks: chrome, one document (a
     process per rank); kineto, each rank's file in the --trace directory. Returns what it wrote
     (the last: what the summary names)."""

@@ -317,11 +317,18 @@ def test_a_killed_run_leaves_no_scratch_directory(tmp_path):
     assert not (tmp_path / "never.json").exists()
 
 
-def test_torchrun_with_trace_is_bad_input_on_every_rank(tmp_path):
-    r = _torchrun(tmp_path, "-m", "harness_sim", "run", "--trace", str(tmp_path / "t.json"),
+@pytest.mark.parametrize("flags,message", [
+    (["--trace", "t.json"], "--trace under torchrun is not supported"),
+    (["--gate", "no_such_gate.json"], "--gate no_such_gate.json: no such file"),
+])
+def test_torchrun_bad_input_is_refused_on_every_rank(tmp_path, bench, flags, message):
+    # Every rank checks the flags as rank 0 does: none runs the program, none leaves a directory.
+    r = _torchrun(tmp_path, "-m", "harness_sim", "run", "--bench", os.path.abspath(bench), *flags,
                   "--", str(PROGRAMS / "torch_ddp.py"))
     assert r.returncode != 0
-    assert r.stderr.count("--trace under torchrun is not supported") == 2, r.stderr[-3000:]
+    assert r.stderr.count(message) == 2, r.stderr[-3000:]
+    assert "RESULT" not in r.stdout
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("harness_sim")] == []
     assert not (tmp_path / "t.json").exists()
 
 

@@ -298,7 +298,8 @@ class QuietOnNoChange(unittest.TestCase):
             # run-to-run drift: on 2 vCPUs a build on the sibling hyperthread slows a 100 µs step
             # by 75% without any CPU wait to tell; the default 1.10 is for quiet machines).
             text = bench("compare", a, b, "--max-ratio", "2.0")
-            doc = json.loads(bench("compare", a, b, "--max-ratio", "2.0", "--format", "json").stdout)
+            doc = json.loads(
+                bench("compare", a, b, "--max-ratio", "2.0", "--format", "json").stdout)
             time_regressions = [row for row in doc["rows"] if row["change"] == "regression" and
                                 row["metric"].startswith("samples.")]
             # An ASan + UBSan build's step times are not the product's (its allocator's quarantine
@@ -318,7 +319,8 @@ class QuietOnNoChange(unittest.TestCase):
                 self.assertEqual(second_run.returncode, 0, why_it_failed(second_run, second))
                 self.assertEqual(text.returncode, 0, text.stdout + text.stderr)
                 self.assertFalse(doc["failed"])
-        self.assertEqual(doc["tally"]["regression"], len(time_regressions) if sanitizer_drift else 0)
+        self.assertEqual(doc["tally"]["regression"],
+                         len(time_regressions) if sanitizer_drift else 0)
         for row in doc["rows"]:
             metric = row["metric"]
             if "memory." in metric and "host_memory." not in metric:
