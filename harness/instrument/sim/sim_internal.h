@@ -22,6 +22,8 @@ c10::DeviceIndex current_device() noexcept;
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
 // Registers the sim kernels and the boxed fallback with the dispatcher (called by initialize()).
 void register_kernels();
+// Registers mixed precision for sim as CUDA has it (sim_autocast.cpp; called by initialize()).
+void register_autocast();
 
 // A TensorImpl over `storage` (its whole extent) with the view geometry of `like`.
 at::Tensor make_tensor_on(c10::Storage storage, c10::DispatchKeySet keys, const at::Tensor& like);

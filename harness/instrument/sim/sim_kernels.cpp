@@ -37,6 +37,7 @@
 #include "harness/instrument/collector.h"
 #include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/sim/sim_device.h"
+#include "harness/instrument/sim/host_compute.h"
 #include "harness/instrument/sim/sim_internal.h"
 #include "harness/instrument/sim/sync_rules.h"
 
@@ -416,6 +417,22 @@ void register_kernels() {
     }
   }
 
+  // Ops with a CUDA kernel of their own and a CompositeExplicitAutograd kernel, which a backend
+  // without a kernel takes before its fallback (native_layer_norm would run as batch norm,
+  // convolution_backward as the overrideable hook's): sim runs each as one op of its own name,
+  // as CUDA does. The list is generated from native_functions.yaml (cuda_kernel_ops.inc).
+  static constexpr const char* kCudaKernelOps[] = {
+#include "harness/instrument/sim/cuda_kernel_ops.inc"
+  };
+  for (const char* qualified : kCudaKernelOps) {
+    const std::string name(qualified);
+    const size_t dot = name.find('.');
+    const auto op = dispatcher.findOp({"aten::" + name.substr(0, dot),
+                                       dot == std::string::npos ? "" : name.substr(dot + 1)});
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
+    impls->impl(qualified, torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  }
+
   // Foreach ops have a CompositeExplicitAutograd "slow path" (a loop of per-tensor ops) that would
   // otherwise run for sim and count one launch per tensor; on CUDA each is one fused launch per
   // call, so sim routes them through the fallback as well: one launch per call.
@@ -434,10 +451,20 @@ void register_kernels() {
           !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
     }
     if (!foreach_op && !structured_functional) continue;
+    if (foreach_op) {
+      const auto op = dispatcher.findOp(name);
+      if (op && op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;  // above
+    }
     std::string qualified = name.name.substr(6);
     if (!name.overload_name.empty()) qualified += "." + name.overload_name;
     impls->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());
   }
+
+  // CUDA's choice of op where composite code branches on the device (cuda_*.cpp).
+  register_cuda_convolution();
+  register_cuda_batch_norm();
+  register_cuda_rnn();
+  register_cuda_attention();
 
   static auto* autograd_impls = new torch::Library(
       torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);

@@ -221,6 +221,7 @@ void initialize(int device_count) {
                                                                new SimGuardImpl());
     at::RegisterPrivateUse1HooksInterface(new SimHooks());
     register_kernels();
+    register_autocast();
   });
 }
 

@@ -1,0 +1,426 @@
+// Scaled dot-product attention on sim as CUDA runs it on an H100 (aten/src/ATen/native/
+// transformers/attention.cpp and cuda/sdp_utils.cpp, torch 2.11).
+//
+// `scaled_dot_product_attention` is composite: it asks the device for a backend and runs it. On
+// CUDA (sm 9.0) the order is flash attention, memory-efficient attention, then the math
+// composite; sim answers the same question with the same checks (attention_backend below) and
+// runs the same ops:
+//   - a boolean mask becomes an additive one first (zeros_like, logical_not, masked_fill_), for
+//     every backend but cuDNN's;
+//   - flash: the head dimension padded to a multiple of 8 where it is not, then
+//     `_scaled_dot_product_flash_attention` (backward `_scaled_dot_product_flash_attention_backward`);
+//   - efficient: the mask padded to an 8-aligned last dimension where it is not and expanded, then
+//     `_scaled_dot_product_efficient_attention` (backward `..._efficient_attention_backward`);
+//   - math: `_scaled_dot_product_attention_math`, composite on CUDA too (bmm, softmax, ...).
+// The fused ops are one launch each, computed on the host with the math of attention (their
+// backward recomputes it under CPU autograd; the forward keeps the RNG state where dropout needs
+// it, in the output CUDA keeps its Philox state in).
+#include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
+#include <ATen/core/grad_mode.h>
+#include <ATen/ops/_scaled_dot_product_attention_math.h>
+#include <ATen/ops/_scaled_dot_product_cudnn_attention.h>
+#include <ATen/ops/_scaled_dot_product_efficient_attention.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention.h>
+#include <ATen/ops/constant_pad_nd.h>
+#include <ATen/ops/dropout.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/logsumexp.h>
+#include <ATen/ops/matmul.h>
+#include <ATen/ops/ones.h>
+#include <ATen/ops/scalar_tensor.h>
+#include <ATen/ops/softmax.h>
+#include <ATen/ops/where.h>
+#include <ATen/ops/zeros_like.h>
+#include <torch/csrc/autograd/autograd.h>
+#include <torch/library.h>
+
+#include <array>
+#include <cmath>
+#include <cstdlib>
+#include <string>
+#include <limits>
+#include <tuple>
+
+#include "harness/instrument/sim/host_compute.h"
+
+namespace harness::sim {
+namespace {
+
+using at::SDPBackend;
+
+bool same_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return q.size(1) == k.size(1) && q.size(1) == v.size(1);
+}
+
+bool dense_4d(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  const auto last_stride_one = [](const at::Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1; };
+  return q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(0) == k.size(0) &&
+         q.size(0) == v.size(0) && q.size(2) > 0 && k.size(2) > 0 && last_stride_one(q) &&
+         last_stride_one(k) && last_stride_one(v) && k.scalar_type() == q.scalar_type() &&
+         v.scalar_type() == q.scalar_type();
+}
+
+bool low_precision(const at::Tensor& q) {
+  return q.scalar_type() == at::kHalf || q.scalar_type() == at::kBFloat16;
+}
+
+// sdp_utils.cpp's can_use_cudnn_attention on sm 9.0 with cuDNN 9.19: 16-bit types; head
+// dimensions multiples of 8 up to 256; a 2-d or 4-d mask that needs no gradient; grouped-query
+// heads allowed; more than one key (and query, with dropout); not under deterministic algorithms.
+bool cudnn_can_run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                   const std::optional<at::Tensor>& mask, double dropout_p, bool enable_gqa) {
+  const at::Context& ctx = at::globalContext();
+  if (!ctx.userEnabledCuDNNSDP() || ctx.deterministicAlgorithms() || !dense_4d(q, k, v) ||
+      !low_precision(q)) {
+    return false;
+  }
+  const int64_t d_qk = q.size(-1), d_v = v.size(-1);
+  if (k.size(-1) != d_qk || d_qk % 8 != 0 || d_v % 8 != 0 || d_qk > 256 || d_v > 256) return false;
+  if (k.size(2) == 1 || (dropout_p > 0.0 && q.size(2) == 1)) return false;
+  if (!same_heads(q, k, v) &&
+      !(enable_gqa && q.size(1) % k.size(1) == 0 && q.size(1) % v.size(1) == 0)) {
+    return false;
+  }
+  if (mask.has_value()) {
+    const at::Tensor& m = *mask;
+    if (m.requires_grad() || (m.dim() != 2 && m.dim() != 4)) return false;
+    if (m.size(-2) != q.size(2) && m.size(-2) != 1) return false;
+    if (m.size(-1) != k.size(2) && m.size(-1) != 1) return false;
+    if (m.dim() == 4 && ((m.size(0) != 1 && m.size(0) != q.size(0)) ||
+                         (m.size(1) != 1 && m.size(1) != q.size(1)))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// can_use_flash_attention on sm 9.0: 16-bit types, no mask, one head dimension of at most 256
+// (padded to a multiple of 8), is_causal only with as many queries as keys.
+bool flash_can_run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool has_mask,
+                   bool is_causal, bool enable_gqa) {
+  if (!at::globalContext().userEnabledFlashSDP() || !dense_4d(q, k, v) || has_mask ||
+      !low_precision(q)) {
+    return false;
+  }
+  const bool heads = same_heads(q, k, v) || (enable_gqa && k.size(1) == v.size(1) &&
+                                             q.size(1) % k.size(1) == 0);
+  return heads && q.size(-1) == k.size(-1) && q.size(-1) == v.size(-1) && q.size(-1) <= 256 &&
+         (!is_causal || q.size(2) == k.size(2));
+}
+
+// can_use_mem_efficient_attention on sm 9.0: float32 or 16-bit types, head dimensions aligned (4
+// elements for float32, 8 for 16-bit types), no grouped-query heads.
+bool efficient_can_run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  if (!at::globalContext().userEnabledMemEfficientSDP() || !dense_4d(q, k, v)) return false;
+  if (q.scalar_type() != at::kFloat && !low_precision(q)) return false;
+  const int64_t alignment = q.scalar_type() == at::kFloat ? 4 : 8;
+  return same_heads(q, k, v) && q.size(-1) == k.size(-1) && q.size(-1) % alignment == 0 &&
+         v.size(-1) % alignment == 0;
+}
+
+// The order CUDA tries the backends in: the context's (torch.nn.attention.sdpa_kernel can set
+// it); while that is still the default, sdp_utils.cpp's priority_order() puts cuDNN first on
+// sm 9.0 with a cuDNN newer than 9.15 (the torch 2.11 wheel's is 9.19), unless
+// TORCH_CUDNN_SDPA_DEPRIORITIZED is set.
+std::array<SDPBackend, at::num_sdp_backends> backend_order() {
+  std::array<SDPBackend, at::num_sdp_backends> order = at::globalContext().sDPPriorityOrder();
+  static const std::array<SDPBackend, at::num_sdp_backends> kDefault = {
+      SDPBackend::flash_attention, SDPBackend::efficient_attention, SDPBackend::math,
+      SDPBackend::cudnn_attention, SDPBackend::overrideable};
+  static const bool cudnn_first = [] {
+    const char* env = std::getenv("TORCH_CUDNN_SDPA_DEPRIORITIZED");
+    return env == nullptr || std::string(env) == "0" || std::string(env).empty();
+  }();
+  if (cudnn_first && order == kDefault) {
+    order = {SDPBackend::cudnn_attention, SDPBackend::flash_attention,
+             SDPBackend::efficient_attention, SDPBackend::math, SDPBackend::overrideable};
+  }
+  return order;
+}
+
+SDPBackend attention_backend(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                             const std::optional<at::Tensor>& mask, double dropout_p,
+                             bool is_causal, bool enable_gqa) {
+  for (const SDPBackend backend : backend_order()) {
+    switch (backend) {
+      case SDPBackend::cudnn_attention:
+        if (cudnn_can_run(q, k, v, mask, dropout_p, enable_gqa)) return backend;
+        break;
+      case SDPBackend::flash_attention:
+        if (flash_can_run(q, k, v, mask.has_value(), is_causal, enable_gqa)) return backend;
+        break;
+      case SDPBackend::efficient_attention:
+        if (efficient_can_run(q, k, v)) return backend;
+        break;
+      case SDPBackend::math:
+        if (at::globalContext().userEnabledMathSDP()) return backend;
+        break;
+      default:
+        break;
+    }
+  }
+  TORCH_CHECK(false, "No available kernel. Aborting execution. (sim: no enabled backend of "
+              "scaled_dot_product_attention can run these inputs on an H100)");
+}
+
+// ----- the host's attention: the fused ops' forward and (under autograd) backward --------------
+
+double scale_of(const at::Tensor& q, std::optional<double> scale) {
+  return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
+}
+
+// (output, logsumexp over the keys, float32). `mask` is additive (or undefined).
+std::tuple<at::Tensor, at::Tensor> host_attention(const at::Tensor& q, at::Tensor k, at::Tensor v,
+                                                  const at::Tensor& mask, double dropout_p,
+                                                  bool is_causal, double scale) {
+  if (k.size(1) != q.size(1)) {  // grouped-query heads
+    k = k.repeat_interleave(q.size(1) / k.size(1), 1);
+    v = v.repeat_interleave(q.size(1) / v.size(1), 1);
+  }
+  at::Tensor scores = at::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-2, -1)) * scale;
+  if (is_causal) {
+    const at::Tensor keep = at::ones({q.size(2), k.size(2)}, q.options().dtype(at::kBool)).tril();
+    scores = scores.masked_fill(keep.logical_not(), -std::numeric_limits<float>::infinity());
+  }
+  if (mask.defined()) scores = scores + mask.to(at::kFloat);
+  at::Tensor lse = at::logsumexp(scores, -1);
+  at::Tensor probs = at::softmax(scores, -1);
+  if (dropout_p > 0.0) probs = at::dropout(probs, dropout_p, /*train=*/true);
+  at::Tensor out = at::matmul(probs, v.to(at::kFloat)).to(q.scalar_type());
+  return {out, lse};
+}
+
+at::Tensor leaf(const at::Tensor& t) { return t.detach().clone().requires_grad_(true); }
+
+// The gradients of host_attention for q, k, v (and an additive mask that needs one), with the
+// forward's RNG state put back while it recomputes.
+std::vector<at::Tensor> host_attention_backward(const at::Tensor& grad_out, const at::Tensor& q,
+                                                const at::Tensor& k, const at::Tensor& v,
+                                                const at::Tensor& mask, bool mask_grad,
+                                                double dropout_p, bool is_causal, double scale,
+                                                const at::Tensor& rng_state) {
+  const HostAutogradScope autograd;
+  std::optional<HostRngRestore> rng;
+  if (dropout_p > 0.0) rng.emplace(rng_state);
+  std::vector<at::Tensor> inputs = {leaf(q), leaf(k), leaf(v)};
+  at::Tensor m = mask;
+  if (mask_grad) {
+    m = leaf(mask);
+    inputs.push_back(m);
+  }
+  auto [out, lse] = host_attention(inputs[0], inputs[1], inputs[2], m, dropout_p, is_causal, scale);
+  auto grads = torch::autograd::grad({out}, inputs, {grad_out}, false, false, true);
+  for (size_t i = 0; i < grads.size(); ++i) {
+    if (!grads[i].defined()) grads[i] = at::zeros_like(inputs[i].detach());
+  }
+  return grads;
+}
+
+at::Tensor rng_state_for(double dropout_p, const at::Tensor& like) {
+  return dropout_p > 0.0 ? save_host_rng_state()
+                         : at::empty({0}, like.options().device(at::kCPU).dtype(at::kByte));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
+           at::Tensor, at::Tensor>
+flash_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                double dropout_p, bool is_causal, bool /*return_debug_mask*/,
+                std::optional<double> scale) {
+  return launch_on_host("aten::_scaled_dot_product_flash_attention", query, [&] {
+    const c10::DeviceIndex device = query.device().index();
+    at::Tensor rng_state = rng_state_for(dropout_p, query);
+    auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), at::Tensor(),
+                                     dropout_p, is_causal, scale_of(query, scale));
+    const at::TensorOptions host = query.options().device(at::kCPU);
+    at::Tensor none = at::empty({0}, host.dtype(at::kLong));
+    return std::make_tuple(to_device(out, device), to_device(lse, device), at::Tensor(),
+                           at::Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
+                           to_device(rng_state, device), to_device(none, device),
+                           to_device(at::empty({0}, host), device));
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
+    const at::Tensor& value, const at::Tensor& /*out*/, const at::Tensor& /*logsumexp*/,
+    const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/, c10::SymInt, c10::SymInt,
+    double dropout_p, bool is_causal, const at::Tensor& philox_seed,
+    const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
+  return launch_on_host("aten::_scaled_dot_product_flash_attention_backward", query, [&] {
+    const c10::DeviceIndex device = query.device().index();
+    auto g = host_attention_backward(on_host(grad_out), on_host(query), on_host(key),
+                                     on_host(value), at::Tensor(), false, dropout_p, is_causal,
+                                     scale_of(query, scale), on_host(philox_seed));
+    return std::make_tuple(to_device(g[0], device), to_device(g[1], device),
+                           to_device(g[2], device));
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention(
+    const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+    const std::optional<at::Tensor>& attn_bias, bool compute_log_sumexp, double dropout_p,
+    bool is_causal, std::optional<double> scale) {
+  return launch_on_host("aten::_scaled_dot_product_efficient_attention", query, [&] {
+    const c10::DeviceIndex device = query.device().index();
+    at::Tensor rng_state = rng_state_for(dropout_p, query);
+    const at::Tensor bias = attn_bias.has_value() ? on_host(*attn_bias) : at::Tensor();
+    auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), bias,
+                                     dropout_p, is_causal, scale_of(query, scale));
+    if (!compute_log_sumexp) lse = at::empty({0}, lse.options());
+    at::Tensor offset = at::empty({0}, query.options().device(at::kCPU).dtype(at::kLong));
+    return std::make_tuple(to_device(out, device), to_device(lse, device),
+                           to_device(rng_state, device), to_device(offset, device));
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
+    const at::Tensor& value, const at::Tensor& attn_bias, const at::Tensor& /*out*/,
+    const at::Tensor& /*logsumexp*/, const at::Tensor& philox_seed,
+    const at::Tensor& /*philox_offset*/, double dropout_p, std::array<bool, 4> grad_input_mask,
+    bool is_causal, std::optional<double> scale) {
+  return launch_on_host("aten::_scaled_dot_product_efficient_attention_backward", query, [&] {
+    const c10::DeviceIndex device = query.device().index();
+    const bool has_bias = attn_bias.defined();
+    const bool bias_grad = has_bias && grad_input_mask[3];
+    auto g = host_attention_backward(on_host(grad_out), on_host(query), on_host(key),
+                                     on_host(value), on_host(attn_bias),
+                                     bias_grad, dropout_p, is_causal, scale_of(query, scale),
+                                     on_host(philox_seed));
+    return std::make_tuple(to_device(g[0], device), to_device(g[1], device),
+                           to_device(g[2], device),
+                           bias_grad ? to_device(g[3].to(attn_bias.scalar_type()), device)
+                                     : at::Tensor());
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
+           at::Tensor, at::Tensor>
+cudnn_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
+                const std::optional<at::Tensor>& attn_bias, bool compute_log_sumexp,
+                double dropout_p, bool is_causal, bool /*return_debug_mask*/,
+                std::optional<double> scale) {
+  return launch_on_host("aten::_scaled_dot_product_cudnn_attention", query, [&] {
+    const c10::DeviceIndex device = query.device().index();
+    at::Tensor rng_state = rng_state_for(dropout_p, query);
+    const at::Tensor bias = attn_bias.has_value() ? on_host(*attn_bias) : at::Tensor();
+    auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), bias,
+                                     dropout_p, is_causal, scale_of(query, scale));
+    lse = compute_log_sumexp ? lse.unsqueeze(-1) : at::Tensor();  // [B, H, Lq, 1], as cuDNN's
+    at::Tensor offset = at::empty({}, query.options().device(at::kCPU).dtype(at::kLong));
+    return std::make_tuple(to_device(out, device), to_device(lse, device), at::Tensor(),
+                           at::Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
+                           to_device(rng_state, device), to_device(offset, device), at::Tensor());
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_attention_backward(
+    const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
+    const at::Tensor& value, const at::Tensor& /*out*/, const at::Tensor& /*logsumexp*/,
+    const at::Tensor& philox_seed, const at::Tensor& /*philox_offset*/,
+    const at::Tensor& attn_bias, const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/,
+    c10::SymInt, c10::SymInt, double dropout_p, bool is_causal, std::optional<double> scale) {
+  return launch_on_host("aten::_scaled_dot_product_cudnn_attention_backward", query, [&] {
+    const c10::DeviceIndex device = query.device().index();
+    auto g = host_attention_backward(on_host(grad_out), on_host(query), on_host(key),
+                                     on_host(value), on_host(attn_bias), false, dropout_p,
+                                     is_causal, scale_of(query, scale), on_host(philox_seed));
+    return std::make_tuple(to_device(g[0], device), to_device(g[1], device),
+                           to_device(g[2], device));
+  });
+}
+
+// ----- the composite, with CUDA's choice ---------------------------------------------------------
+
+// attention.cpp's convert_boolean_attn_mask (-inf where masked out) and, for cuDNN,
+// convert_boolean_attn_mask_cudnn (-65504): where(mask, scalar_tensor(0), fill).
+std::optional<at::Tensor> additive_mask(const std::optional<at::Tensor>& mask,
+                                        c10::ScalarType dtype, double masked_out) {
+  if (!mask.has_value() || !mask->defined()) return std::nullopt;
+  if (mask->scalar_type() != at::kBool) return mask;
+  const at::Tensor zero = at::scalar_tensor(0.0, mask->options().dtype(dtype));
+  return at::where(*mask, zero, masked_out);
+}
+
+// pad_last_dim<Alignment, false> (flash) and pad_bias<Alignment> (efficient's mask).
+at::Tensor pad_last_dim(const at::Tensor& t, int64_t alignment, bool keep_padded) {
+  const int64_t last = t.size(-1);
+  if (last % alignment == 0) return t;
+  at::Tensor padded = at::constant_pad_nd(t, {0, alignment - last % alignment}, 0);
+  return keep_padded ? padded : padded.slice(-1, 0, last);
+}
+
+bool aligned(const at::Tensor& t, int64_t alignment) {
+  for (int64_t i = 0; i + 1 < t.dim(); ++i) {
+    if (t.stride(i) % alignment != 0) return false;
+  }
+  return t.stride(-1) == 1;
+}
+
+bool logsumexp_needed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+}
+
+at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tensor& key,
+                                        const at::Tensor& value,
+                                        const std::optional<at::Tensor>& attn_mask,
+                                        double dropout_p, bool is_causal,
+                                        std::optional<double> scale, bool enable_gqa) {
+  const std::optional<at::Tensor> given =
+      attn_mask.has_value() && attn_mask->defined() ? attn_mask : std::nullopt;
+  const SDPBackend backend =
+      attention_backend(query, key, value, given, dropout_p, is_causal, enable_gqa);
+  std::optional<at::Tensor> mask =
+      additive_mask(given, query.scalar_type(),
+                    backend == SDPBackend::cudnn_attention
+                        ? -65504.0
+                        : -std::numeric_limits<double>::infinity());
+  switch (backend) {
+    case SDPBackend::cudnn_attention:
+      return std::get<0>(at::_scaled_dot_product_cudnn_attention(
+          query, key, value, mask, logsumexp_needed(query, key, value), dropout_p, is_causal,
+          false, scale));
+    case SDPBackend::flash_attention: {
+      const int64_t head_dim = query.size(-1);
+      const double og_scale = scale_of(query, scale);  // of the unpadded head dimension
+      auto out = at::_scaled_dot_product_flash_attention(
+          pad_last_dim(query, 8, true), pad_last_dim(key, 8, true), pad_last_dim(value, 8, true),
+          dropout_p, is_causal, false, og_scale);
+      at::Tensor output = std::get<0>(out);
+      return output.size(-1) != head_dim ? output.slice(-1, 0, head_dim) : output;
+    }
+    case SDPBackend::efficient_attention:
+      if (mask.has_value()) {
+        at::Tensor m = aligned(*mask, 8) ? *mask : pad_last_dim(*mask, 8, false);
+        mask = m.expand({query.size(0), query.size(1), query.size(2), key.size(2)});
+      }
+      return std::get<0>(at::_scaled_dot_product_efficient_attention(
+          query, key, value, mask, logsumexp_needed(query, key, value), dropout_p, is_causal,
+          scale));
+    default:
+      return std::get<0>(at::_scaled_dot_product_attention_math(
+          query, key, value, mask, dropout_p, is_causal, std::nullopt, scale, enable_gqa));
+  }
+}
+
+}  // namespace
+
+void register_cuda_attention() {
+  static auto* impls = new torch::Library(torch::Library::IMPL, "aten",
+                                          c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  impls->impl("scaled_dot_product_attention", TORCH_FN(scaled_dot_product_attention));
+  impls->impl("_scaled_dot_product_flash_attention", TORCH_FN(flash_attention));
+  impls->impl("_scaled_dot_product_flash_attention_backward", TORCH_FN(flash_attention_backward));
+  impls->impl("_scaled_dot_product_cudnn_attention", TORCH_FN(cudnn_attention));
+  impls->impl("_scaled_dot_product_cudnn_attention_backward", TORCH_FN(cudnn_attention_backward));
+  impls->impl("_scaled_dot_product_efficient_attention", TORCH_FN(efficient_attention));
+  impls->impl("_scaled_dot_product_efficient_attention_backward",
+              TORCH_FN(efficient_attention_backward));
+  static auto* autograd = new torch::Library(torch::Library::IMPL, "aten",
+                                             c10::DispatchKey::AutogradPrivateUse1, __FILE__,
+                                             __LINE__);
+  autograd->impl("scaled_dot_product_attention", TORCH_FN(scaled_dot_product_attention));
+}
+
+}  // namespace harness::sim

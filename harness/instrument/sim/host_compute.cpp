@@ -1,0 +1,41 @@
+// The pieces host_compute.h declares for the sim's kernels of CUDA-only ops.
+#include "harness/instrument/sim/host_compute.h"
+
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/core/grad_mode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+
+namespace harness::sim {
+
+at::Tensor to_device(const at::Tensor& host_result, c10::DeviceIndex index) {
+  if (!host_result.defined() || !host_result.device().is_cpu()) return host_result;
+  if (adopt_in_place(host_result, index)) return host_result;
+  return make_tensor_on(sim_view_of_storage(host_result.storage(), index), kSimKeys, host_result);
+}
+
+struct HostAutogradScope::State {
+  c10::impl::ForceDispatchKeyGuard keys{c10::default_included_set, c10::default_excluded_set};
+  at::AutoGradMode grad{true};
+};
+
+HostAutogradScope::HostAutogradScope() : state_(new State()) {}
+HostAutogradScope::~HostAutogradScope() { delete state_; }
+
+at::Tensor save_host_rng_state() {
+  return at::detail::getDefaultCPUGenerator().get_state();
+}
+
+HostRngRestore::HostRngRestore(const at::Tensor& saved_state) {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  const std::lock_guard<std::mutex> lock(generator.mutex());
+  previous_ = generator.get_state();
+  generator.set_state(saved_state);
+}
+
+HostRngRestore::~HostRngRestore() {
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  const std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(previous_);
+}
+
+}  // namespace harness::sim

@@ -1,0 +1,83 @@
+#pragma once
+// What the sim's kernels for CUDA-only ops share (cuda_*.cpp): an op that CPU PyTorch has no
+// kernel for (cudnn_convolution, _cudnn_rnn, _scaled_dot_product_flash_attention, ...) runs as
+// one launch of its own name, its result computed by CPU ops on host aliases of the sim tensors.
+// Nothing the CPU ops do is counted (they are the sim's own work, as the fallback's CPU kernel
+// is); what they allocate is the device's memory.
+#include <ATen/core/Tensor.h>
+#include <c10/core/DeviceGuard.h>
+
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <utility>
+
+#include "harness/instrument/collector.h"
+#include "harness/instrument/memory_ledger.h"
+#include "harness/instrument/sim/sim_internal.h"
+
+namespace harness::sim {
+
+// A CPU tensor over the memory of a sim tensor (undefined stays undefined; a CPU tensor, such as
+// a 0-dim scalar argument, stays itself).
+inline at::Tensor on_host(const at::Tensor& t) {
+  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 ? cpu_alias(t) : t;
+}
+inline std::optional<at::Tensor> on_host(const std::optional<at::Tensor>& t) {
+  return t.has_value() ? std::optional<at::Tensor>(on_host(*t)) : std::nullopt;
+}
+
+// A CPU tensor the host computation returned, as a tensor of sim device `index` (its bytes
+// become the device's; undefined stays undefined).
+at::Tensor to_device(const at::Tensor& host_result, c10::DeviceIndex index);
+
+// One launch of `op` on the device of `like`: runs `compute` (CPU ops on on_host() aliases) with
+// what it allocates charged to that device, and records the launch with the time it took.
+template <class Compute>
+auto launch_on_host(std::string_view op, const at::Tensor& like, Compute&& compute) {
+  const c10::DeviceGuard guard(like.device());
+  const int64_t begin = events::begin_time();
+  auto result = [&] {
+    const memory::ChargeTo charge_to(like.device().index());
+    return compute();
+  }();
+  events::record_launch(op, begin);
+  return result;
+}
+
+// Runs `f` with autograd enabled on CPU tensors, inside a sim kernel (where the dispatcher has
+// excluded the autograd keys): for a backward computed by recomputing the forward on the host.
+class HostAutogradScope {
+ public:
+  HostAutogradScope();
+  ~HostAutogradScope();
+  HostAutogradScope(const HostAutogradScope&) = delete;
+  HostAutogradScope& operator=(const HostAutogradScope&) = delete;
+
+ private:
+  struct State;
+  State* state_;
+};
+
+// The CPU generator's state, saved into a tensor at a forward op (a "reserve" of the op) and put
+// back for the host recomputation in its backward, so that dropout draws the same mask.
+at::Tensor save_host_rng_state();
+class HostRngRestore {
+ public:
+  explicit HostRngRestore(const at::Tensor& saved_state);
+  ~HostRngRestore();
+  HostRngRestore(const HostRngRestore&) = delete;
+  HostRngRestore& operator=(const HostRngRestore&) = delete;
+
+ private:
+  at::Tensor previous_;
+};
+
+// Registers the sim's kernels for CUDA-only ops and CUDA's choice of op in composite code
+// (called by register_kernels()).
+void register_cuda_convolution();
+void register_cuda_batch_norm();
+void register_cuda_rnn();
+void register_cuda_attention();
+
+}  // namespace harness::sim
