@@ -234,7 +234,8 @@ flash_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
                                      dropout_p, is_causal, scale_of(query, scale));
     const at::TensorOptions host = query.options().device(at::kCPU);
     at::Tensor none = at::empty({0}, host.dtype(at::kLong));
-    return std::make_tuple(to_device(out, device), to_device(lse, device), at::Tensor(),
+    // flash_api.cpp's mha_fwd allocates its output with empty_like of the query
+    return std::make_tuple(to_device(with_layout_of(out, query), device), to_device(lse, device), at::Tensor(),
                            at::Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
                            to_device(rng_state, device), to_device(none, device),
                            to_device(at::empty({0}, host), device));
@@ -252,8 +253,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
     auto g = host_attention_backward(on_host(grad_out), on_host(query), on_host(key),
                                      on_host(value), at::Tensor(), false, dropout_p, is_causal,
                                      scale_of(query, scale), on_host(philox_seed));
-    return std::make_tuple(to_device(g[0], device), to_device(g[1], device),
-                           to_device(g[2], device));
+    // the kernels allocate each gradient like its input
+    return std::make_tuple(to_device(with_layout_of(g[0], query), device),
+                           to_device(with_layout_of(g[1], key), device),
+                           to_device(with_layout_of(g[2], value), device));
   });
 }
 
@@ -269,7 +272,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention(
                                      dropout_p, is_causal, scale_of(query, scale));
     if (!compute_log_sumexp) lse = at::empty({0}, lse.options());
     at::Tensor offset = at::empty({0}, query.options().device(at::kCPU).dtype(at::kLong));
-    return std::make_tuple(to_device(out, device), to_device(lse, device),
+    // _efficient_attention_forward's output is (B, Lq, H, Dv), returned transposed to BHSD
+    return std::make_tuple(to_device(with_memory_order(out, {0, 2, 1, 3}), device), to_device(lse, device),
                            to_device(rng_state, device), to_device(offset, device));
   });
 }
@@ -288,8 +292,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention_b
                                      on_host(value), on_host(attn_bias),
                                      bias_grad, dropout_p, is_causal, scale_of(query, scale),
                                      on_host(philox_seed));
-    return std::make_tuple(to_device(g[0], device), to_device(g[1], device),
-                           to_device(g[2], device),
+    return std::make_tuple(to_device(with_layout_of(g[0], query), device),
+                           to_device(with_layout_of(g[1], key), device),
+                           to_device(with_layout_of(g[2], value), device),
                            bias_grad ? to_device(g[3].to(attn_bias.scalar_type()), device)
                                      : at::Tensor());
   });
@@ -309,7 +314,8 @@ cudnn_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
                                      dropout_p, is_causal, scale_of(query, scale));
     lse = compute_log_sumexp ? lse.unsqueeze(-1) : at::Tensor();  // [B, H, Lq, 1], as cuDNN's
     at::Tensor offset = at::empty({}, query.options().device(at::kCPU).dtype(at::kLong));
-    return std::make_tuple(to_device(out, device), to_device(lse, device), at::Tensor(),
+    // cuDNN's output keeps the query's stride order (alloc_with_matching_layout)
+    return std::make_tuple(to_device(with_layout_of(out, query), device), to_device(lse, device), at::Tensor(),
                            at::Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
                            to_device(rng_state, device), to_device(offset, device), at::Tensor());
   });
@@ -326,8 +332,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_attention_backward(
     auto g = host_attention_backward(on_host(grad_out), on_host(query), on_host(key),
                                      on_host(value), on_host(attn_bias), false, dropout_p,
                                      is_causal, scale_of(query, scale), on_host(philox_seed));
-    return std::make_tuple(to_device(g[0], device), to_device(g[1], device),
-                           to_device(g[2], device));
+    // the kernels allocate each gradient like its input
+    return std::make_tuple(to_device(with_layout_of(g[0], query), device),
+                           to_device(with_layout_of(g[1], key), device),
+                           to_device(with_layout_of(g[2], value), device));
   });
 }
 

@@ -135,6 +135,13 @@ std::vector<at::Tensor> host_list(at::TensorList tensors) {
   return out;
 }
 
+// cuDNN works on (T, B, features): a batch-first result is that memory, transposed (as
+// `_cudnn_rnn` returns its output and `_cudnn_rnn_backward` its input gradient).
+at::Tensor sequence_layout(const at::Tensor& t, const RnnShape& s, c10::SymIntArrayRef batch_sizes) {
+  if (!t.defined()) return t;
+  return s.batch_first && batch_sizes.empty() ? with_memory_order(t, {1, 0, 2}) : t.contiguous();
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_rnn(
     const at::Tensor& input, at::TensorList weight, int64_t weight_stride0,
     const std::optional<at::Tensor>& weight_buf, const at::Tensor& hx,
@@ -162,8 +169,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_rnn
     at::Tensor buf = weight_buf.has_value() && weight_buf->defined()
                          ? *weight_buf
                          : to_device(at::empty({0}, input.options().device(at::kCPU)), device);
-    return std::make_tuple(to_device(out.contiguous(), device), to_device(hy, device),
-                           to_device(cy, device), to_device(reserve, device), buf);
+    return std::make_tuple(to_device(sequence_layout(out, shape, batch_sizes), device),
+                           to_device(hy.contiguous(), device), to_device(cy, device),
+                           to_device(reserve, device), buf);
   });
 }
 
@@ -211,13 +219,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, std::vector<at::Tensor>> cudnn_rn
                                      /*create_graph=*/false, /*allow_unused=*/true);
     }
     const auto grad_of = [&](size_t i) {
-      return result[i].defined() ? to_device(result[i], device)
+      return result[i].defined() ? to_device(result[i].contiguous(), device)
                                  : to_device(at::zeros_like(inputs[i].detach()), device);
     };
     std::vector<at::Tensor> dweight;
     const size_t first_weight = c.defined() ? 3 : 2;
     for (size_t i = first_weight; i < inputs.size(); ++i) dweight.push_back(grad_of(i));
-    return std::make_tuple(grad_of(0), grad_of(1), c.defined() ? grad_of(2) : at::Tensor(),
+    at::Tensor dx = to_device(sequence_layout(result[0].defined() ? result[0]
+                                                                 : at::zeros_like(x.detach()),
+                                              shape, batch_sizes),
+                              device);
+    return std::make_tuple(dx, grad_of(1), c.defined() ? grad_of(2) : at::Tensor(),
                            std::move(dweight));
   });
 }

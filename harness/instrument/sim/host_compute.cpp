@@ -3,7 +3,11 @@
 
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/core/grad_mode.h>
+#include <ATen/ops/empty.h>
+#include <ATen/ops/empty_like.h>
 #include <c10/core/impl/LocalDispatchKeySet.h>
+
+#include <vector>
 
 namespace harness::sim {
 
@@ -11,6 +15,22 @@ at::Tensor to_device(const at::Tensor& host_result, c10::DeviceIndex index) {
   if (!host_result.defined() || !host_result.device().is_cpu()) return host_result;
   if (adopt_in_place(host_result, index)) return host_result;
   return make_tensor_on(sim_view_of_storage(host_result.storage(), index), kSimKeys, host_result);
+}
+
+at::Tensor with_layout_of(const at::Tensor& values, const at::Tensor& like) {
+  if (!values.defined()) return values;
+  at::Tensor out = at::empty_like(on_host(like), values.options());  // keeps dense strides
+  return out.copy_(values);
+}
+
+at::Tensor with_memory_order(const at::Tensor& values, at::IntArrayRef order) {
+  if (!values.defined()) return values;
+  std::vector<int64_t> sizes, inverse(order.size());
+  for (size_t i = 0; i < order.size(); ++i) {
+    sizes.push_back(values.size(order[i]));
+    inverse[order[i]] = static_cast<int64_t>(i);
+  }
+  return at::empty(sizes, values.options()).permute(inverse).copy_(values);
 }
 
 struct HostAutogradScope::State {

@@ -31,6 +31,13 @@ inline std::optional<at::Tensor> on_host(const std::optional<at::Tensor>& t) {
 // become the device's; undefined stays undefined).
 at::Tensor to_device(const at::Tensor& host_result, c10::DeviceIndex index);
 
+// A host result in the memory layout a CUDA kernel gives its output (copied on the host, not
+// counted): as `like`'s strides (a kernel that allocates with empty_like(like)), or in memory
+// order `order` (a permutation of its dims; {0, 2, 1, 3}: a BHSD result held as BSHD). Layouts
+// decide whether a later `.contiguous()` or reshape copies, so they are part of what is counted.
+at::Tensor with_layout_of(const at::Tensor& values, const at::Tensor& like);
+at::Tensor with_memory_order(const at::Tensor& values, at::IntArrayRef order);
+
 // One launch of `op` on the device of `like`: runs `compute` (CPU ops on on_host() aliases) with
 // what it allocates charged to that device, and records the launch with the time it took.
 template <class Compute>
