@@ -249,3 +249,28 @@ def test_transformer_encoder_layer_attention_is_the_fused_backend():
     assert ops["aten::native_layer_norm"] == 2
     ops, _ = ops_of_one_step(layer, torch.randn(2, 5, 16), torch.bfloat16)
     assert ops["aten::_scaled_dot_product_cudnn_attention"] == 1
+
+
+@pytest.mark.parametrize("dtype", BOTH)
+def test_rms_norm_is_cudas_fused_rms_norm(dtype):
+    # `rms_norm` calls `_fused_rms_norm`, which CUDA has a kernel for; PrivateUse1 took its
+    # composite (pow, mean, add, rsqrt, mul, ...)
+    ops, _ = ops_of_one_step(lambda: torch.nn.RMSNorm(8), torch.randn(3, 4, 8), dtype)
+    assert ops == with_seed({"aten::_fused_rms_norm": 1, "aten::_fused_rms_norm_backward": 1})
+
+
+@pytest.mark.parametrize("region", [torch.float16, torch.bfloat16])
+def test_rnn_under_autocast_runs_cudnn_in_float16_with_its_weights_recast_every_call(region):
+    # AutocastRNN.cpp: float16 whatever the region's dtype; the weights cast into a new flat
+    # buffer (zero_ and a copy_ per weight), the input and the hidden states cast
+    lstm = torch.nn.LSTM(4, 5).to("sim")
+    x = torch.randn(3, 2, 4, device="sim")
+    with harness_sim.count() as c:
+        with torch.autocast("sim", region):
+            out = lstm(x)[0]
+        out.sum().backward()
+    assert out.dtype == torch.float16
+    # zero_: h0, c0 and the flat buffer; copy_: 4 weights, x, h0, c0 forward, 4 weights back
+    assert dict(c.launches_by_op) == with_seed({
+        "aten::zero_": 3, "aten::copy_": 11, "aten::_cudnn_rnn": 1, "aten::_cudnn_rnn_backward": 1})
+    assert lstm.weight_ih_l0.grad.dtype == torch.float32

@@ -12,6 +12,7 @@
 // by recomputing that forward under CPU autograd (the reserve holds the RNG state, so that
 // dropout between layers draws the same mask), the fused cells by the cells' own arithmetic.
 #include <ATen/Context.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/ops/_cudnn_init_dropout_state.h>
 #include <ATen/ops/_cudnn_rnn.h>
@@ -27,7 +28,9 @@
 #include <ATen/ops/rnn_tanh_native.h>
 #include <ATen/ops/sigmoid.h>
 #include <ATen/ops/tanh.h>
+#include <ATen/ops/zeros.h>
 #include <ATen/ops/zeros_like.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
 #include <torch/csrc/autograd/autograd.h>
 #include <torch/library.h>
 
@@ -333,6 +336,50 @@ at::Tensor cudnn_init_dropout_state(double /*dropout*/, bool /*train*/, int64_t 
   return launch_on_host("aten::_cudnn_init_dropout_state", like, [&] { return like; });
 }
 
+// aten/src/ATen/cudnn/AutocastRNN.cpp's _cudnn_rnn_cast_reflatten, CUDA's autocast kernel for
+// `_cudnn_rnn`: float16 whatever the region's dtype (it names kHalf), the weights cast into views
+// of one new flat buffer (zeros, then a copy per weight, seen by autograd) unless they are
+// float16 already, the input and hidden states cast as any autocast op's arguments are.
+// (Per torch 2.11's sources read for this, not run on a GPU.)
+std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_rnn_autocast(
+    const at::Tensor& input, at::TensorList weight, int64_t weight_stride0,
+    const std::optional<at::Tensor>& weight_buf, const at::Tensor& hx,
+    const std::optional<at::Tensor>& cx, int64_t mode, c10::SymInt hidden_size,
+    c10::SymInt proj_size, int64_t num_layers, bool batch_first, double dropout, bool train,
+    bool bidirectional, c10::SymIntArrayRef batch_sizes,
+    const std::optional<at::Tensor>& dropout_state) {
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastPrivateUse1);
+  constexpr c10::DeviceType kSim = c10::DeviceType::PrivateUse1;
+  at::Tensor buf = weight_buf.value_or(at::Tensor());
+  const at::Tensor& probe = buf.defined() ? buf : weight[0];
+  const bool cast = at::autocast::is_autocast_eligible(probe, kSim) &&
+                    probe.scalar_type() != at::kHalf;
+  std::vector<at::Tensor> weights(weight.begin(), weight.end());
+  if (cast) {
+    int64_t total = 0;
+    for (const at::Tensor& w : weight) total += w.numel();
+    at::Tensor flat = at::zeros({total}, weight[0].options().dtype(at::kHalf));
+    int64_t offset = 0;
+    for (size_t i = 0; i < weights.size(); ++i) {
+      const int64_t n = weight[i].numel();
+      // views of the buffer made with set_, as cuDNN's _viewOrCopyParams makes them: autograd
+      // sees each copy on its own (CopyBackwards, a cast back per weight), not the buffer
+      weights[i] = at::empty({0}, flat.options()).set_(flat.storage(), offset, weight[i].sizes());
+      weights[i].copy_(weight[i]);
+      offset += n;
+    }
+    buf = flat.detach();
+  }
+  const auto half = [&](const at::Tensor& t) { return at::autocast::cached_cast(at::kHalf, t, kSim); };
+  return at::_cudnn_rnn_symint(half(input), weights, weight_stride0,
+                               buf.defined() ? std::optional<at::Tensor>(buf) : std::nullopt,
+                               half(hx), cx.has_value() ? std::optional<at::Tensor>(half(*cx))
+                                                        : std::nullopt,
+                               mode, std::move(hidden_size), std::move(proj_size), num_layers,
+                               batch_first, dropout, train, bidirectional, batch_sizes,
+                               dropout_state);
+}
+
 // ----- the composites, with CUDA's choice ------------------------------------------------------
 
 // cudnn/RNN.cpp's get_dropout_state: cuDNN's dropout state, made once per device (its seed drawn
@@ -474,6 +521,10 @@ void register_cuda_rnn() {
                                              c10::DispatchKey::AutogradPrivateUse1, __FILE__,
                                              __LINE__);
   register_composites(*autograd);
+  static auto* autocast = new torch::Library(torch::Library::IMPL, "aten",
+                                             c10::DispatchKey::AutocastPrivateUse1, __FILE__,
+                                             __LINE__);
+  autocast->impl("_cudnn_rnn", TORCH_FN(cudnn_rnn_autocast));
 }
 
 }  // namespace harness::sim

@@ -83,7 +83,7 @@ class HostRngRestore {
 // Registers the sim's kernels for CUDA-only ops and CUDA's choice of op in composite code
 // (called by register_kernels()).
 void register_cuda_convolution();
-void register_cuda_batch_norm();
+void register_cuda_normalization();
 void register_cuda_rnn();
 void register_cuda_attention();
 

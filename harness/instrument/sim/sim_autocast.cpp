@@ -39,6 +39,10 @@ void register_policy(torch::Library& m) {
 #undef HARNESS_SIM_FP32
 #undef HARNESS_SIM_FP32_SET_OPT_DTYPE
 #undef HARNESS_SIM_PROMOTE
+  // What autocast_mode.cpp registers for CUDA beyond the lists (`_cudnn_rnn`'s kernel is in
+  // cuda_rnn.cpp, as AutocastRNN.cpp is CUDA's).
+  KERNEL_PRIVATEUSEONE(cudnn_convolution, lower_precision_fp)
+  KERNEL_PRIVATEUSEONE(cudnn_convolution_transpose, lower_precision_fp)
   m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN(binary_cross_entropy_banned));
 }
 

@@ -462,7 +462,7 @@ void register_kernels() {
 
   // CUDA's choice of op where composite code branches on the device (cuda_*.cpp).
   register_cuda_convolution();
-  register_cuda_batch_norm();
+  register_cuda_normalization();
   register_cuda_rnn();
   register_cuda_attention();
 

@@ -1,5 +1,10 @@
-// Batch norm on sim as CUDA runs it (aten/src/ATen/native/Normalization.cpp, torch 2.11).
+// Normalization on sim as CUDA runs it (torch 2.11).
 //
+// RMS norm (native/layer_norm.cpp): `rms_norm` calls `_fused_rms_norm`, a CUDA kernel of its own
+// whose composite a PrivateUse1 device took (pow, mean, add, rsqrt, mul...); its backward is
+// `_fused_rms_norm_backward`. Sim runs both as one launch each.
+//
+// Batch norm (native/Normalization.cpp):
 // `batch_norm` calls the composite `_batch_norm_impl_index`, which on CUDA hands the work to
 // cuDNN when it can (`use_cudnn`: float32 or float16 input with float32 weight, not bfloat16;
 // weight and bias given; running stats given, or neither while training; at least 3 dims; batch
@@ -9,15 +14,19 @@
 // autograd and the backend key (so autograd records `cudnn_batch_norm` as on CUDA), and for the
 // two CUDA-only ops, each one launch computed by CPU's batch norm on host aliases.
 #include <ATen/Context.h>
+#include <ATen/TensorOperators.h>
 #include <ATen/ops/_batch_norm_impl_index_native.h>
+#include <ATen/ops/_fused_rms_norm.h>
 #include <ATen/ops/cudnn_batch_norm.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/native_batch_norm.h>
 #include <ATen/ops/native_batch_norm_backward.h>
 #include <torch/library.h>
 
+#include <array>
 #include <limits>
 #include <tuple>
+#include <vector>
 
 #include "harness/instrument/sim/host_compute.h"
 
@@ -98,14 +107,64 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_batch_norm_backward(
   });
 }
 
+// The normalized dims of an rms norm over `normalized_shape`: the last ones.
+std::vector<int64_t> normalized_dims(const at::Tensor& input, at::IntArrayRef normalized_shape) {
+  std::vector<int64_t> dims;
+  for (int64_t d = input.dim() - static_cast<int64_t>(normalized_shape.size()); d < input.dim(); ++d) {
+    dims.push_back(d);
+  }
+  return dims;
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input,
+                                                  at::IntArrayRef normalized_shape,
+                                                  const std::optional<at::Tensor>& weight,
+                                                  std::optional<double> eps) {
+  return launch_on_host("aten::_fused_rms_norm", input, [&] {
+    const c10::DeviceIndex device = input.device().index();
+    // CPU's _fused_rms_norm is the composite: the same output and rstd (float32, 1 per row)
+    auto [out, rstd] = at::_fused_rms_norm(on_host(input), normalized_shape, on_host(weight), eps);
+    return std::make_tuple(to_device(out, device), to_device(rstd, device));
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(
+    const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape,
+    const at::Tensor& rstd, const std::optional<at::Tensor>& weight, std::array<bool, 2> mask) {
+  return launch_on_host("aten::_fused_rms_norm_backward", input, [&] {
+    const c10::DeviceIndex device = input.device().index();
+    const std::vector<int64_t> dims = normalized_dims(input, normalized_shape);
+    const at::Tensor g = on_host(grad_out).to(at::kFloat);
+    const at::Tensor xhat = on_host(input).to(at::kFloat) * on_host(rstd);
+    const at::Tensor gx = defined(weight) ? g * on_host(*weight).to(at::kFloat) : g;
+    at::Tensor grad_input, grad_weight;
+    if (mask[0]) {
+      grad_input = (on_host(rstd) * (gx - xhat * (gx * xhat).mean(dims, /*keepdim=*/true)))
+                       .to(input.scalar_type());
+    }
+    if (mask[1] && defined(weight)) {
+      std::vector<int64_t> batch;
+      for (int64_t d = 0; d < input.dim() - static_cast<int64_t>(normalized_shape.size()); ++d) {
+        batch.push_back(d);
+      }
+      grad_weight = (batch.empty() ? g * xhat : (g * xhat).sum(batch)).to(weight->scalar_type());
+    }
+    return std::make_tuple(to_device(grad_input, device), to_device(grad_weight, device));
+  });
+}
+
 }  // namespace
 
-void register_cuda_batch_norm() {
+void register_cuda_normalization() {
   static auto* impls = new torch::Library(torch::Library::IMPL, "aten",
                                           c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
   impls->impl("_batch_norm_impl_index", TORCH_FN(batch_norm_impl_index));
   impls->impl("cudnn_batch_norm", TORCH_FN(cudnn_batch_norm));
   impls->impl("cudnn_batch_norm_backward", TORCH_FN(cudnn_batch_norm_backward));
+  // _fused_rms_norm is CompositeImplicitAutograd with an autograd kernel of its own: with a sim
+  // kernel, AutogradPrivateUse1 takes that autograd kernel, as AutogradCUDA does.
+  impls->impl("_fused_rms_norm", TORCH_FN(fused_rms_norm));
+  impls->impl("_fused_rms_norm_backward", TORCH_FN(fused_rms_norm_backward));
   static auto* autograd = new torch::Library(torch::Library::IMPL, "aten",
                                              c10::DispatchKey::AutogradPrivateUse1, __FILE__,
                                              __LINE__);
