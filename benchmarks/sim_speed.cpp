@@ -9,6 +9,14 @@
 //   mm          at::mm of two 128x128 matrices
 //   foreach     _foreach_add_ over 100 tensors of 256 floats
 //   item        .item() of a one-element tensor (on sim: a D2H copy and a sync)
+//   layer_norm  forward and backward of layer_norm over (64, 256) (sim: native_layer_norm, the op
+//               CUDA runs, where it ran batch norm's composite before issue 36)
+//   conv2d      forward and backward of a 3x3 convolution, 8 -> 16 channels on 4x8x32x32
+//               (sim: cudnn_convolution + add_, convolution_backward)
+//   lstm        forward and backward of a one-layer LSTM, 32 -> 64, 16 steps of a batch of 8
+//               (sim: _cudnn_rnn and _cudnn_rnn_backward, the backward recomputing on the host)
+//   sdpa        forward and backward of attention, float32, (4, 4, 64, 32)
+//               (sim: _scaled_dot_product_efficient_attention and its backward)
 //   step        a training step of resume_adam fresh/foreach at the small preset: forward,
 //               backward, foreach Adam, with the runtime's Trainer
 // Run: ./build/benchmarks/sim_speed [--rounds N] [--json FILE] [--case NAME]... [--no-counting]
@@ -132,6 +140,33 @@ std::unique_ptr<Case> op_case(const std::string& name, const c10::Device& device
     for (int i = 0; i < 100; ++i) list.push_back(at::ones({256}, options));
     return std::make_unique<OpCase>([list]() mutable { at::_foreach_add_(list, 1.0); }, 200);
   }
+  // Forward and backward of a layer: the sim's kernels for the ops CUDA runs (issue 36).
+  if (name == "layer_norm") {
+    at::Tensor x = at::randn({64, 256}).to(device).requires_grad_();
+    return std::make_unique<OpCase>([x] { at::layer_norm(x, {256}).sum().backward(); }, 100);
+  }
+  if (name == "conv2d") {
+    at::Tensor x = at::randn({4, 8, 32, 32}).to(device).requires_grad_();
+    at::Tensor w = at::randn({16, 8, 3, 3}).to(device).requires_grad_();
+    at::Tensor b = at::randn({16}).to(device).requires_grad_();
+    return std::make_unique<OpCase>([x, w, b] { at::conv2d(x, w, b).sum().backward(); }, 50);
+  }
+  if (name == "lstm") {
+    at::Tensor x = at::randn({16, 8, 32}).to(device).requires_grad_();
+    std::vector<at::Tensor> params = {at::randn({256, 32}), at::randn({256, 64}),
+                                      at::randn({256}), at::randn({256})};
+    for (at::Tensor& p : params) p = p.to(device).requires_grad_();
+    at::Tensor h = at::zeros({1, 8, 64}).to(device), c = at::zeros({1, 8, 64}).to(device);
+    return std::make_unique<OpCase>([x, params, h, c] {
+      std::get<0>(at::lstm(x, {h, c}, params, true, 1, 0.0, true, false, false)).sum().backward();
+    }, 20);
+  }
+  if (name == "sdpa") {
+    at::Tensor q = at::randn({4, 4, 64, 32}).to(device).requires_grad_();
+    return std::make_unique<OpCase>([q] {
+      at::scaled_dot_product_attention(q, q, q).sum().backward();
+    }, 50);
+  }
   // item
   at::Tensor a = at::ones({1}, options);
   return std::make_unique<OpCase>([a] { (void)a.item<float>(); }, 2000);
@@ -174,17 +209,19 @@ int main(int argc, char** argv) {
   const harness::runtime::DeviceSelection cpu = harness::runtime::select_device("cpu");
   const harness::runtime::DeviceSelection sim = harness::runtime::select_device("sim");
 
-  const std::vector<std::string> names = {"add_", "mm", "foreach", "item", "step"};
+  const std::vector<std::string> names = {"add_",   "mm",   "foreach", "item", "layer_norm",
+                                          "conv2d", "lstm", "sdpa",    "step"};
   for (const std::string& name : only) {
     if (std::find(names.begin(), names.end(), name) == names.end()) {
-      return usage(("unknown case '" + name + "' (cases: add_, mm, foreach, item, step)").c_str());
+      return usage(("unknown case '" + name + "' (cases: add_, mm, foreach, item, layer_norm, conv2d, lstm, sdpa, step)").c_str());
     }
   }
   auto wanted = [&](const std::string& name) {
     return only.empty() || std::find(only.begin(), only.end(), name) != only.end();
   };
   std::vector<Row> rows;
-  for (const char* name : {"add_", "mm", "foreach", "item"}) {
+  for (const char* name :
+       {"add_", "mm", "foreach", "item", "layer_norm", "conv2d", "lstm", "sdpa"}) {
     if (!wanted(name)) continue;
     rows.push_back({name, op_case(name, cpu.device(0)), op_case(name, sim.device(0)), {}, {}});
   }
