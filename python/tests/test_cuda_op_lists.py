@@ -29,8 +29,9 @@ def test_every_op_cuda_runs_itself_and_pu1_took_a_composite_of_has_a_sim_kernel(
     for name in torch._C._dispatch_get_all_op_names():
         if not name.startswith("aten::"):
             continue
-        if (has_kernel(name, "CUDA") and has_kernel(name, "CompositeExplicitAutograd")
-                and not has_kernel(name, "PrivateUse1")):
+        composite = (has_kernel(name, "CompositeExplicitAutograd")
+                     or has_kernel(name, "CompositeImplicitAutograd"))
+        if has_kernel(name, "CUDA") and composite and not has_kernel(name, "PrivateUse1"):
             missing.append(name)
     assert missing == []
 

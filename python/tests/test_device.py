@@ -257,3 +257,19 @@ def test_what_does_not_block_a_gpu_is_not_a_sync():
         x.masked_fill(m, 0.0)               # a Python number: no read-back
         (x * 2).view(5, 1).t()
     assert c.syncs == 0, c.sync_sites
+
+
+def test_conjugate_and_negative_views_copy_to_and_from_sim():
+    # an fft's output can be a conjugate view: its .cpu() recursed without end (SIGSEGV) before
+    c = torch.randn(4, dtype=torch.complex64)
+    s = c.to("sim")
+    assert torch.equal(s.conj().cpu(), c.conj())
+    assert torch.equal(s.conj().clone().cpu(), c.conj().resolve_conj())
+    assert torch.equal(s.conj().imag.cpu(), c.conj().imag)  # a negative view
+    assert torch.equal(torch.neg(s.conj().imag).cpu(),
+                       torch.neg(c.conj().imag))
+    x = torch.randn(5, 6, 7)
+    torch.testing.assert_close(torch.fft.ifft(x.to("sim"), n=10, dim=1).cpu(),
+                               torch.fft.ifft(x, n=10, dim=1))
+    m = torch.randn(4, 4)
+    torch.testing.assert_close(torch.linalg.eig(m.to("sim"))[0].cpu(), torch.linalg.eig(m)[0])

@@ -417,10 +417,17 @@ void register_kernels() {
     }
   }
 
-  // Ops with a CUDA kernel of their own and a CompositeExplicitAutograd kernel, which a backend
-  // without a kernel takes before its fallback (native_layer_norm would run as batch norm,
-  // convolution_backward as the overrideable hook's): sim runs each as one op of its own name,
-  // as CUDA does. The list is generated from native_functions.yaml (cuda_kernel_ops.inc).
+  // CUDA's choice of op where composite code branches on the device (cuda_*.cpp).
+  register_cuda_convolution();
+  register_cuda_normalization();
+  register_cuda_rnn();
+  register_cuda_attention();
+
+  // Ops with a CUDA kernel of their own and a composite kernel, which a backend without a kernel
+  // takes before its fallback (native_layer_norm would run as batch norm, convolution_backward
+  // as the overrideable hook's, mish_backward as its decomposition): sim runs each as one op of
+  // its own name, as CUDA does (those above have kernels of their own already). The list is
+  // generated from native_functions.yaml (cuda_kernel_ops.inc).
   static constexpr const char* kCudaKernelOps[] = {
 #include "harness/instrument/sim/cuda_kernel_ops.inc"
   };
@@ -460,11 +467,15 @@ void register_kernels() {
     impls->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());
   }
 
-  // CUDA's choice of op where composite code branches on the device (cuda_*.cpp).
-  register_cuda_convolution();
-  register_cuda_normalization();
-  register_cuda_rnn();
-  register_cuda_attention();
+  // A copy from or into a conjugate or negative view: the copy resolves the bits itself (the
+  // CPU copy it runs on aliases that keep them), as CUDA's copy_ does. Without these, the
+  // Conjugate key's fallback materialised the source with a clone, whose copy came back to
+  // _copy_from with the bit still set: an endless recursion (fft.ifft's output, .cpu()).
+  for (const c10::DispatchKey key : {c10::DispatchKey::Conjugate, c10::DispatchKey::Negative}) {
+    auto* bits = new torch::Library(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+    bits->impl("_copy_from", torch::CppFunction::makeFallthrough());
+    bits->impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
+  }
 
   static auto* autograd_impls = new torch::Library(
       torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);

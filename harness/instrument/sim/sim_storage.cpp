@@ -39,6 +39,9 @@ void release_adopted(void* ctx) {
 at::Tensor make_tensor_on(c10::Storage storage, c10::DispatchKeySet keys, const at::Tensor& like) {
   auto impl = c10::make_intrusive<c10::TensorImpl>(std::move(storage), keys, like.dtype());
   impl->set_sizes_and_strides(like.sizes(), like.strides(), like.storage_offset());
+  // A conjugate or negative view stays one (an fft's output can be a conjugate view).
+  if (like.is_conj()) impl->_set_conj(true);
+  if (like.is_neg()) impl->_set_neg(true);
   return at::Tensor(std::move(impl));
 }
 
