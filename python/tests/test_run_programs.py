@@ -121,6 +121,46 @@ def test_cuda_loop_as_cuda(tmp_path, capsys):
     assert steps["per_step"]["sync.count"] == 5
 
 
+def test_amp_cnn_as_cuda_counts_the_ops_cuda_runs(tmp_path):
+    # Conv2d + BatchNorm2d blocks, fp16 autocast, GradScaler("cuda"), SGD with momentum
+    out = tmp_path / "cnn.json"
+    assert run(["--as-cuda", "--out", str(out), "--", str(PROGRAMS / "cuda_amp_cnn.py")]) == 0
+    steps = _steps(out)["steps"]
+    # 6 iterations, 5 optimizer steps: the scaler's first scale (65536) overflows fp16 and
+    # GradScaler skips that step, as on CUDA; run skips the first step it counts
+    assert steps["measured_steps"] == 4
+    ops = steps["launches_by_op"]
+    assert ops["aten::cudnn_convolution"] == ops["aten::convolution_backward"] == 10
+    # fp16 input, fp32 weight: cuDNN's batch norm (Normalization.cpp's use_cudnn)
+    assert ops["aten::cudnn_batch_norm"] == ops["aten::cudnn_batch_norm_backward"] == 10
+    assert ops["aten::_amp_foreach_non_finite_check_and_unscale_"] == 5
+    assert ops["aten::_amp_update_scale_"] == 5
+    assert "aten::native_batch_norm" not in ops and "aten::convolution_overrideable" not in ops
+    sites = {(s["op"], s["reason"]): s["count"] for s in steps["sync_sites"]}
+    # per iteration: the scaler's found_inf .item() and the print's loss.item(); x and y copied
+    assert sites == {("aten::_local_scalar_dense", "item"): 10,
+                     ("aten::copy_", "blocking copy H2D"): 10}
+
+
+def test_lstm_language_model_as_cuda_is_one_cudnn_rnn_per_step(tmp_path):
+    # Embedding, a 2-layer LSTM with dropout, bf16 autocast, clip_grad_norm_, the loss kept on
+    # the device and read every 3 steps
+    out = tmp_path / "lm.json"
+    assert run(["--as-cuda", "--out", str(out), "--", str(PROGRAMS / "cuda_lstm_lm.py")]) == 0
+    steps = _steps(out)["steps"]
+    assert steps["measured_steps"] == 5
+    ops = steps["launches_by_op"]
+    assert ops["aten::_cudnn_rnn"] == ops["aten::_cudnn_rnn_backward"] == 5
+    assert ops["aten::index_select"] == ops["aten::embedding_dense_backward"] == 5
+    assert ops["aten::_foreach_norm"] == 5  # clip_grad_norm_: no sync of its own
+    # the flat fp16 weight buffer AutocastRNN.cpp makes every call, and h0, c0
+    assert ops["aten::zero_"] == 3 * 5 + 1  # + total_loss.zero_() at the read
+    sites = {(s["op"], s["reason"]): s["count"] for s in steps["sync_sites"]}
+    assert sites == {("aten::_local_scalar_dense", "item"): 1}  # math.exp(mean) at step 6
+    # corpus[step].to(device, non_blocking=True) from pageable memory: a copy, not a sync
+    assert steps["total"]["h2d.count"] == 5 and steps["total"]["sync.count"] == 1
+
+
 @pytest.mark.parametrize("call, named", [
     ("torch.compile(torch.nn.Linear(2, 2))", "torch.compile"),
     ("torch.cuda.CUDAGraph()", "torch.cuda.CUDAGraph"),
