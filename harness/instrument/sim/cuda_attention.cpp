@@ -22,6 +22,8 @@
 #include <ATen/ops/_scaled_dot_product_cudnn_attention.h>
 #include <ATen/ops/_scaled_dot_product_efficient_attention.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
+#include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/constant_pad_nd.h>
 #include <ATen/ops/dropout.h>
 #include <ATen/ops/empty.h>
@@ -170,10 +172,13 @@ double scale_of(const at::Tensor& q, std::optional<double> scale) {
   return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
 }
 
-// (output, logsumexp over the keys, float32). `mask` is additive (or undefined).
-std::tuple<at::Tensor, at::Tensor> host_attention(const at::Tensor& q, at::Tensor k, at::Tensor v,
-                                                  const at::Tensor& mask, double dropout_p,
-                                                  bool is_causal, double scale) {
+// Attention written out (output, logsumexp over the keys, float32), for what CPU's fused kernel
+// does not take: dropout, grouped-query heads, a mask that needs a gradient. `mask` is additive
+// (or undefined).
+std::tuple<at::Tensor, at::Tensor> host_attention_math(const at::Tensor& q, at::Tensor k,
+                                                       at::Tensor v, const at::Tensor& mask,
+                                                       double dropout_p, bool is_causal,
+                                                       double scale) {
   if (k.size(1) != q.size(1)) {  // grouped-query heads
     k = k.repeat_interleave(q.size(1) / k.size(1), 1);
     v = v.repeat_interleave(q.size(1) / v.size(1), 1);
@@ -191,15 +196,48 @@ std::tuple<at::Tensor, at::Tensor> host_attention(const at::Tensor& q, at::Tenso
   return {out, lse};
 }
 
+// Whether CPU's own fused attention (_scaled_dot_product_flash_attention_for_cpu, the kernel a
+// CPU run of the same model takes) computes the op: no dropout, one head count, one head
+// dimension, a float mask of 2 or 4 dims that needs no gradient.
+bool cpu_fused_runs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                    const at::Tensor& mask, bool mask_grad, double dropout_p) {
+  const bool heads = q.size(1) == k.size(1) && q.size(1) == v.size(1);
+  const bool dims = q.size(-1) == k.size(-1) && q.size(-1) == v.size(-1);
+  const bool mask_ok = !mask.defined() ||
+                       (!mask_grad && (mask.dim() == 2 || mask.dim() == 4) &&
+                        (mask.scalar_type() == at::kFloat || mask.scalar_type() == q.scalar_type()));
+  return dropout_p == 0.0 && heads && dims && mask_ok;
+}
+
+// The fused ops' forward on the host: (output, logsumexp [B, H, Lq] float32).
+std::tuple<at::Tensor, at::Tensor> host_attention(const at::Tensor& q, const at::Tensor& k,
+                                                  const at::Tensor& v, const at::Tensor& mask,
+                                                  double dropout_p, bool is_causal, double scale) {
+  if (cpu_fused_runs(q, k, v, mask, false, dropout_p)) {
+    return at::_scaled_dot_product_flash_attention_for_cpu(
+        q, k, v, 0.0, is_causal, mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt,
+        scale);
+  }
+  return host_attention_math(q, k, v, mask, dropout_p, is_causal, scale);
+}
+
 at::Tensor leaf(const at::Tensor& t) { return t.detach().clone().requires_grad_(true); }
 
-// The gradients of host_attention for q, k, v (and an additive mask that needs one), with the
-// forward's RNG state put back while it recomputes.
+// The gradients for q, k, v (and an additive mask that needs one): CPU's fused backward from the
+// forward's output and logsumexp where its forward ran, else host_attention_math recomputed
+// under CPU autograd with the forward's RNG state put back.
 std::vector<at::Tensor> host_attention_backward(const at::Tensor& grad_out, const at::Tensor& q,
                                                 const at::Tensor& k, const at::Tensor& v,
+                                                const at::Tensor& out, const at::Tensor& lse,
                                                 const at::Tensor& mask, bool mask_grad,
                                                 double dropout_p, bool is_causal, double scale,
                                                 const at::Tensor& rng_state) {
+  if (cpu_fused_runs(q, k, v, mask, mask_grad, dropout_p) && lse.defined() && lse.numel() > 0) {
+    auto [gq, gk, gv] = at::_scaled_dot_product_flash_attention_for_cpu_backward(
+        grad_out, q, k, v, out, lse, 0.0, is_causal,
+        mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt, scale);
+    return {gq, gk, gv};
+  }
   const HostAutogradScope autograd;
   std::optional<HostRngRestore> rng;
   if (dropout_p > 0.0) rng.emplace(rng_state);
@@ -209,8 +247,9 @@ std::vector<at::Tensor> host_attention_backward(const at::Tensor& grad_out, cons
     m = leaf(mask);
     inputs.push_back(m);
   }
-  auto [out, lse] = host_attention(inputs[0], inputs[1], inputs[2], m, dropout_p, is_causal, scale);
-  auto grads = torch::autograd::grad({out}, inputs, {grad_out}, false, false, true);
+  auto [recomputed, unused] =
+      host_attention_math(inputs[0], inputs[1], inputs[2], m, dropout_p, is_causal, scale);
+  auto grads = torch::autograd::grad({recomputed}, inputs, {grad_out}, false, false, true);
   for (size_t i = 0; i < grads.size(); ++i) {
     if (!grads[i].defined()) grads[i] = at::zeros_like(inputs[i].detach());
   }
@@ -244,14 +283,15 @@ flash_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
-    const at::Tensor& value, const at::Tensor& /*out*/, const at::Tensor& /*logsumexp*/,
+    const at::Tensor& value, const at::Tensor& out, const at::Tensor& logsumexp,
     const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/, c10::SymInt, c10::SymInt,
     double dropout_p, bool is_causal, const at::Tensor& philox_seed,
     const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
   return launch_on_host("aten::_scaled_dot_product_flash_attention_backward", query, [&] {
     const c10::DeviceIndex device = query.device().index();
     auto g = host_attention_backward(on_host(grad_out), on_host(query), on_host(key),
-                                     on_host(value), at::Tensor(), false, dropout_p, is_causal,
+                                     on_host(value), on_host(out), on_host(logsumexp),
+                                     at::Tensor(), false, dropout_p, is_causal,
                                      scale_of(query, scale), on_host(philox_seed));
     // the kernels allocate each gradient like its input
     return std::make_tuple(to_device(with_layout_of(g[0], query), device),
@@ -280,8 +320,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention(
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention_backward(
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
-    const at::Tensor& value, const at::Tensor& attn_bias, const at::Tensor& /*out*/,
-    const at::Tensor& /*logsumexp*/, const at::Tensor& philox_seed,
+    const at::Tensor& value, const at::Tensor& attn_bias, const at::Tensor& out,
+    const at::Tensor& logsumexp, const at::Tensor& philox_seed,
     const at::Tensor& /*philox_offset*/, double dropout_p, std::array<bool, 4> grad_input_mask,
     bool is_causal, std::optional<double> scale) {
   return launch_on_host("aten::_scaled_dot_product_efficient_attention_backward", query, [&] {
@@ -289,9 +329,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention_b
     const bool has_bias = attn_bias.defined();
     const bool bias_grad = has_bias && grad_input_mask[3];
     auto g = host_attention_backward(on_host(grad_out), on_host(query), on_host(key),
-                                     on_host(value), on_host(attn_bias),
-                                     bias_grad, dropout_p, is_causal, scale_of(query, scale),
-                                     on_host(philox_seed));
+                                     on_host(value), on_host(out), on_host(logsumexp),
+                                     on_host(attn_bias), bias_grad, dropout_p, is_causal,
+                                     scale_of(query, scale), on_host(philox_seed));
     return std::make_tuple(to_device(with_layout_of(g[0], query), device),
                            to_device(with_layout_of(g[1], key), device),
                            to_device(with_layout_of(g[2], value), device),
@@ -323,15 +363,17 @@ cudnn_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_attention_backward(
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
-    const at::Tensor& value, const at::Tensor& /*out*/, const at::Tensor& /*logsumexp*/,
+    const at::Tensor& value, const at::Tensor& out, const at::Tensor& logsumexp,
     const at::Tensor& philox_seed, const at::Tensor& /*philox_offset*/,
     const at::Tensor& attn_bias, const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/,
     c10::SymInt, c10::SymInt, double dropout_p, bool is_causal, std::optional<double> scale) {
   return launch_on_host("aten::_scaled_dot_product_cudnn_attention_backward", query, [&] {
     const c10::DeviceIndex device = query.device().index();
+    const at::Tensor lse = logsumexp.defined() ? on_host(logsumexp).squeeze(-1) : logsumexp;
     auto g = host_attention_backward(on_host(grad_out), on_host(query), on_host(key),
-                                     on_host(value), on_host(attn_bias), false, dropout_p,
-                                     is_causal, scale_of(query, scale), on_host(philox_seed));
+                                     on_host(value), on_host(out), lse, on_host(attn_bias), false,
+                                     dropout_p, is_causal, scale_of(query, scale),
+                                     on_host(philox_seed));
     // the kernels allocate each gradient like its input
     return std::make_tuple(to_device(with_layout_of(g[0], query), device),
                            to_device(with_layout_of(g[1], key), device),

@@ -1,0 +1,94 @@
+"""A slice of the OpInfo / ModuleInfo sweep (opinfo_sweep.py): each listed op and module of torch's
+own test databases gives on sim what it gives on CPU, sample by sample, forward and gradients.
+
+The whole sweep (every op and module) is ``python python/tests/opinfo_sweep.py --markdown OUT.md``;
+this slice is the ops and modules of training steps: convolutions, normalizations, attention,
+embedding, losses, dropout, recurrent layers. Needs expecttest (python/requirements-extra.txt),
+skipped without it.
+"""
+from __future__ import annotations
+
+import pytest
+
+# Ops: names or name.variant of op_db (a name takes all its variants).
+SLICE_OPS = [
+    "nn.functional.conv1d",
+    "nn.functional.conv2d",
+    "nn.functional.conv_transpose2d",
+    "nn.functional.layer_norm",
+    "nn.functional.batch_norm",
+    "nn.functional.group_norm",
+    "nn.functional.scaled_dot_product_attention",
+    "nn.functional.embedding",
+    "nn.functional.cross_entropy",
+    "nn.functional.dropout",
+    "addr",
+    "all",
+    "any",
+]
+
+SLICE_MODULES = [
+    "nn.Conv2d",
+    "nn.ConvTranspose2d",
+    "nn.LSTM",
+    "nn.GRU",
+    "nn.RNN",
+    "nn.BatchNorm2d",
+    "nn.LayerNorm",
+    "nn.MultiheadAttention",
+    "nn.TransformerEncoderLayer",
+    "nn.Embedding",
+]
+
+# float32, and bfloat16 / float16 where CPU has them (modules: bfloat16 for the layers
+# opinfo_sweep.BF16_MODULES lists).
+DTYPES = ["float32", "bfloat16", "float16"]
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    pytest.importorskip(
+        "expecttest",
+        reason="torch's OpInfo/ModuleInfo databases need expecttest "
+               "(pip install -r python/requirements-extra.txt)")
+    import opinfo_sweep
+
+    return opinfo_sweep.run_sweep(SLICE_OPS, SLICE_MODULES, DTYPES)
+
+
+def _explain(item) -> str:
+    lines = [f"{item.kind} {item.name}: {item.status} "
+             f"(fail {item.counts['fail']}, mismatch {item.counts['mismatch']}, "
+             f"pass {item.counts['pass']}, skip {item.counts['skip']}): {item.reason}"]
+    for s in item.samples:
+        if s.status in ("fail", "mismatch"):
+            mode = "" if s.training is None else (" train" if s.training else " eval")
+            lines.append(f"  {s.dtype} #{s.index}{mode}: {s.reason}  [{s.desc}]")
+    return "\n".join(lines[:25])
+
+
+def _check(items, name):
+    assert items, f"{name}: not in torch's test database"
+    bad = [i for i in items if i.status in ("fail", "mismatch")]
+    if bad:
+        pytest.fail("\n".join(_explain(i) for i in bad), pytrace=False)
+    # A variant CPU has no dtype for (batch_norm.without_cudnn) is skipped; the name still ran.
+    if not any(i.status == "pass" for i in items):
+        pytest.fail("\n".join(_explain(i) for i in items), pytrace=False)
+
+
+@pytest.mark.parametrize("name", SLICE_OPS)
+def test_op_matches_cpu(sweep, name):
+    _check([r for r in sweep.ops if r.name == name or r.name.startswith(name + ".")], name)
+
+
+@pytest.mark.parametrize("name", SLICE_MODULES)
+def test_module_matches_cpu(sweep, name):
+    _check([r for r in sweep.modules if r.name == name], name)
+
+
+def test_slice_compared_gradients(sweep):
+    """The slice exercised backward, not only forward: gradients were compared on most samples."""
+    s = sweep.summary()
+    assert s["ops"]["samples"]["backward_checked"] > 100
+    assert s["modules"]["samples"]["backward_checked"] > 100
