@@ -37,13 +37,16 @@ bool is_library_file(const std::string& file) {
 }
 
 // The innermost frame of the calling thread outside the libraries, with its library callee for
-// context: "train.py:42 in training_step (torch/optim/adam.py:512 in _multi_tensor_adam)".
+// context: "train.py:42 in training_step (torch/optim/adam.py:512 in _multi_tensor_adam)". The
+// callee is a frame of harness_sim's own only where no other library frame is between (run
+// --as-cuda's TorchFunctionMode sits under every torch call: torch's line is the one to name).
 // Needs the GIL; "" on a thread without Python frames (the autograd engine's).
 std::string python_caller() {
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   if (frame == nullptr) return "";
   Py_INCREF(frame);
   std::string innermost_library;
+  std::string innermost_own;  // harness_sim's
   std::string found;
   while (frame != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
@@ -56,11 +59,14 @@ std::string python_caller() {
       Py_DECREF(frame);
       break;
     }
-    if (innermost_library.empty()) innermost_library = where;
+    const bool own = file.find("/harness_sim/") != std::string::npos;
+    if (own && innermost_own.empty()) innermost_own = where;
+    if (!own && innermost_library.empty()) innermost_library = where;
     PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
     Py_DECREF(frame);
     frame = back;
   }
+  if (innermost_library.empty() && found.empty()) innermost_library = innermost_own;
   if (found.empty()) return innermost_library;
   if (innermost_library.empty()) return found;
   // Only the part of a library path from its package on.

@@ -4,18 +4,23 @@ Mapped (README, "Counting your own program"): ``torch.cuda.is_available()`` is t
 ``"cuda"``, ``"cuda:N"`` or ``torch.device("cuda", N)`` given to any torch function or Tensor
 method (factories, ``.to``, ``.cuda()``, ``Module.to`` / ``.cuda()``, ``pin_memory``) becomes
 ``sim:N``, through a ``TorchFunctionMode``; ``torch.cuda.synchronize``, ``current_device``,
-``set_device``, ``device_count``, ``memory_allocated`` / ``max_memory_allocated`` /
-``reset_peak_memory_stats``, ``manual_seed(_all)`` are sim's; ``torch.cuda.Stream`` and
+``set_device``, ``memory_allocated`` / ``max_memory_allocated`` /
+``reset_peak_memory_stats``, ``manual_seed(_all)`` are sim's; the machine is one H100
+(``get_device_properties``, ``get_device_capability``, ``get_device_name``, ``mem_get_info``,
+``is_bf16_supported``; ``device_count`` 1 unless ``CUDA_VISIBLE_DEVICES`` names more);
+``is_current_stream_capturing`` is false; ``torch.accelerator.current_accelerator()`` is cuda; ``torch.cuda.Stream`` and
 ``Event`` are stand-ins on sim's one stream (a ``synchronize()`` of either is a counted sync;
 ``Event.elapsed_time`` is host time); ``torch.autocast("cuda")`` is autocast on sim.
 Not mapped, and failing with ``UnsupportedOnSim`` naming the call (exit 3): ``torch.compile``,
-CUDA graphs (``torch.cuda.graph``, ``CUDAGraph``, ``make_graphed_callables``), Triton
+CUDA graphs (``torch.cuda.graph``, ``CUDAGraph``: classes still, refused when made;
+``make_graphed_callables`` when called), Triton
 (``import triton``), custom CUDA kernels (``torch.utils.cpp_extension.load`` / ``load_inline``
 / ``CUDAExtension``, ``torch.cuda.jiterator``).
 """
 from __future__ import annotations
 
 import importlib.abc
+import os
 import sys
 import time
 
@@ -130,6 +135,78 @@ class Event:
         return (end._t - self._t) / 1e6
 
 
+class DeviceProperties:
+    """``torch.cuda.get_device_properties`` under ``--as-cuda``: one H100 SXM (sm 9.0, 80 GB, 132
+    SMs), the machine the counts stand for; the fields programs read
+    (``torch._C._CudaDeviceProperties``'s)."""
+
+    name = "NVIDIA H100 80GB HBM3"
+    major, minor = 9, 0
+    total_memory = 85_520_809_984  # 81559 MiB, as an H100 SXM reports it
+    multi_processor_count = 132
+    is_integrated = False
+    is_multi_gpu_board = False
+    max_threads_per_multi_processor = 2048
+    warp_size = 32
+    regs_per_multiprocessor = 65536
+    L2_cache_size = 52_428_800
+    gcnArchName = "NVIDIA H100 80GB HBM3"
+    uuid = "00000000-0000-0000-0000-000000000000"
+
+    def __repr__(self) -> str:
+        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, "
+                f"minor={self.minor}, total_memory={self.total_memory // 2**20}MB, "
+                f"multi_processor_count={self.multi_processor_count}, L2_cache_size=50MB) "
+                "(harness_sim --as-cuda)")
+
+
+_H100 = DeviceProperties()
+
+
+def visible_device_count() -> int:
+    """``torch.cuda.device_count()`` under ``--as-cuda``: a machine with one GPU, unless
+    ``CUDA_VISIBLE_DEVICES`` names more (up to sim's devices), as CUDA counts them."""
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if visible is None:
+        return 1
+    named = [d for d in visible.split(",") if d.strip()]
+    return min(len(named), torch.sim.device_count())
+
+
+def mem_get_info(device=None) -> tuple[int, int]:
+    """(free, total) bytes: the H100's total less what sim holds on the device."""
+    used = torch.sim.memory_allocated(_index(device))
+    return _H100.total_memory - used, _H100.total_memory
+
+
+def _index(device) -> int | None:
+    if device is None or isinstance(device, int):
+        return device
+    return torch.device(_map_device(torch.device(device))).index
+
+
+class _RefusedOnCall:
+    """A CUDA class sim cannot run (``CUDAGraph``): it stays a class (annotated, subclassed,
+    checked with ``isinstance``); making one is refused, naming the call."""
+
+    _call = ""
+    _why = ""
+
+    def __new__(cls, *args, **kwargs):
+        raise UnsupportedOnSim(f"{cls._call} is not supported on sim ({cls._why}); run the "
+                               "program without it, or on a GPU")
+
+
+class CUDAGraph(_RefusedOnCall):
+    _call = "torch.cuda.CUDAGraph"
+    _why = "CUDA graphs capture GPU kernels"
+
+
+class graph(_RefusedOnCall):
+    _call = "torch.cuda.graph"
+    _why = "CUDA graphs capture GPU kernels"
+
+
 class _BlockTriton(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
         if fullname != "triton" and not fullname.startswith("triton."):
@@ -163,7 +240,7 @@ class AsCuda:
         cuda = torch.cuda
         for name, value in {
             "is_available": lambda: True, "is_initialized": lambda: True,
-            "device_count": sim.device_count, "current_device": sim.current_device,
+            "current_device": sim.current_device,
             "set_device": lambda d: sim.set_device(_map_device(d) if not isinstance(d, int)
                                                     else d),
             "synchronize": lambda device=None: sim.synchronize(
@@ -173,17 +250,33 @@ class AsCuda:
             "max_memory_allocated": sim.max_memory_allocated,
             "reset_peak_memory_stats": sim.reset_peak_memory_stats,
             "manual_seed": sim.manual_seed, "manual_seed_all": sim.manual_seed_all,
-            "get_device_name": lambda device=None: "sim (harness_sim --as-cuda)",
+            "device_count": visible_device_count,
+            "get_device_name": lambda device=None: _H100.name,
+            "get_device_properties": lambda device=None: _H100,
+            "get_device_capability": lambda device=None: (_H100.major, _H100.minor),
+            "is_bf16_supported": lambda including_emulation=True: True,
+            # torch.optim's step() asks (Optimizer._accelerator_graph_capture_health_check):
+            # nothing is ever captured on sim
+            "is_current_stream_capturing": lambda: False,
+            "mem_get_info": mem_get_info,
             "Stream": Stream, "Event": Event,
             "current_stream": lambda device=None: Stream(),
             "default_stream": lambda device=None: Stream(),
             "stream": lambda s=None: s if s is not None else Stream(),
-            "graph": _unsupported("torch.cuda.graph", "CUDA graphs capture GPU kernels"),
-            "CUDAGraph": _unsupported("torch.cuda.CUDAGraph", "CUDA graphs capture GPU kernels"),
+            "graph": graph,
+            "CUDAGraph": CUDAGraph,
             "make_graphed_callables": _unsupported("torch.cuda.make_graphed_callables",
                                                    "CUDA graphs capture GPU kernels"),
         }.items():
             self._set(cuda, name, value)
+        # torch.accelerator names CUDA, as on a GPU machine (a program picking its device with
+        # it takes its CUDA branch); the device it names becomes sim through the mode below.
+        accelerator = torch.accelerator
+        cuda_device = torch.device("cuda")  # made before the mode, which would map it to sim
+        self._set(accelerator, "current_accelerator",
+                  lambda check_available=False: cuda_device)
+        self._set(accelerator, "device_count", visible_device_count)
+        self._set(accelerator, "is_available", lambda: True)
         self._set(torch, "compile", _unsupported("torch.compile", "it generates Triton or C++ "
                                                  "kernels, not sim ops"))
         import torch.cuda.jiterator as jiterator

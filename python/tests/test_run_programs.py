@@ -161,6 +161,45 @@ def test_lstm_language_model_as_cuda_is_one_cudnn_rnn_per_step(tmp_path):
     assert steps["total"]["h2d.count"] == 5 and steps["total"]["sync.count"] == 1
 
 
+def test_cuda_idioms_run_unchanged_as_on_one_h100(tmp_path, capsys, monkeypatch):
+    # is_bf16_supported at import, torch.accelerator, device properties, a CUDAGraph annotation,
+    # Adam (its step asks is_current_stream_capturing), clip_grad_norm_'s check
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    out = tmp_path / "idioms.json"
+    assert run(["--as-cuda", "--out", str(out), "--", str(PROGRAMS / "cuda_idioms.py")]) == 0
+    captured = capsys.readouterr()
+    assert "1 x NVIDIA H100 80GB HBM3, sm 9.0, 79 GiB, 132 SMs, torch.bfloat16" in captured.out
+    assert "done sim:0" in captured.out
+    steps = _steps(out)["steps"]
+    (site,) = steps["sync_sites"]
+    assert (site["op"], site["reason"], site["count"]) == ("aten::_local_scalar_dense", "item", 4)
+    assert steps["launches_by_op"]["aten::_foreach_norm"] == 4
+    # the site names torch's line that syncs (clip_grad_norm_'s nonfinite check), never the
+    # TorchFunctionMode of --as-cuda under it
+    assert "cuda_idioms.py:31 in <module> (torch/nn/utils/clip_grad.py:" in captured.err
+    assert "_as_cuda.py" not in captured.err
+
+
+def test_as_cuda_device_count_is_one_gpu_unless_cuda_visible_devices_names_more(
+        tmp_path, capsys, monkeypatch):
+    prog = tmp_path / "p.py"
+    prog.write_text("import torch\n"
+                    "print('count', torch.cuda.device_count(), torch.accelerator.device_count())\n"
+                    "print('capturing', torch.cuda.is_current_stream_capturing())\n"
+                    "class MyGraph(torch.cuda.CUDAGraph):\n    pass\n"
+                    "print('isinstance', isinstance(object(), torch.cuda.CUDAGraph))\n"
+                    "free, total = torch.cuda.mem_get_info()\n"
+                    "print('mem', total // 2**30, free <= total)\n")
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert run(["--as-cuda", "--", str(prog)]) == 0
+    printed = capsys.readouterr().out
+    assert "count 1 1" in printed and "capturing False" in printed
+    assert "isinstance False" in printed and "mem 79 True" in printed
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
+    assert run(["--as-cuda", "--", str(prog)]) == 0
+    assert "count 3 3" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("call, named", [
     ("torch.compile(torch.nn.Linear(2, 2))", "torch.compile"),
     ("torch.cuda.CUDAGraph()", "torch.cuda.CUDAGraph"),
