@@ -279,6 +279,13 @@ class AsCuda:
         self._set(accelerator, "is_available", lambda: True)
         self._set(torch, "compile", _unsupported("torch.compile", "it generates Triton or C++ "
                                                  "kernels, not sim ops"))
+        # nn.DataParallel over several devices scatters, replicates and gathers with CUDA's own
+        # C++ (torch._C._scatter, ...): refused, naming it (one device runs its module directly)
+        import torch.nn.parallel.comm as comm
+        for name in ("scatter", "gather", "broadcast_coalesced", "reduce_add"):
+            self._set(comm, name, _unsupported(
+                "nn.DataParallel over several devices",
+                f"torch.nn.parallel.comm.{name} is CUDA's own C++"))
         import torch.cuda.jiterator as jiterator
         self._set(jiterator, "_create_jit_fn",
                   _unsupported("torch.cuda.jiterator", "it compiles a CUDA kernel"))

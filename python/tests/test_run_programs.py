@@ -204,6 +204,9 @@ def test_as_cuda_device_count_is_one_gpu_unless_cuda_visible_devices_names_more(
     ("torch.compile(torch.nn.Linear(2, 2))", "torch.compile"),
     ("torch.cuda.CUDAGraph()", "torch.cuda.CUDAGraph"),
     ("import triton", "import triton"),
+    ("import os; os.environ['CUDA_VISIBLE_DEVICES'] = '0,1'\n"
+     "torch.nn.DataParallel(torch.nn.Linear(2, 2).cuda())(torch.ones(4, 2).cuda())",
+     "nn.DataParallel over several devices"),
 ])
 def test_as_cuda_refuses_what_sim_cannot_run(tmp_path, capsys, call, named):
     prog = tmp_path / "p.py"
