@@ -2,19 +2,23 @@
 // transformers/attention.cpp and cuda/sdp_utils.cpp, torch 2.11).
 //
 // `scaled_dot_product_attention` is composite: it asks the device for a backend and runs it. On
-// CUDA (sm 9.0) the order is flash attention, memory-efficient attention, then the math
-// composite; sim answers the same question with the same checks (attention_backend below) and
-// runs the same ops:
-//   - a boolean mask becomes an additive one first (zeros_like, logical_not, masked_fill_), for
-//     every backend but cuDNN's;
+// CUDA (sm 9.0, the wheel's cuDNN 9.19) sdp_utils.cpp tries cuDNN attention, flash, memory-
+// efficient, then the math composite; sim answers the same question with the same checks
+// (attention_backend below) and runs the same ops:
+//   - a boolean mask becomes an additive one first: where(mask, scalar_tensor(0), -inf), with
+//     -65504 for cuDNN;
+//   - cuDNN: `_scaled_dot_product_cudnn_attention` (a 2-d or 4-d mask as it is);
 //   - flash: the head dimension padded to a multiple of 8 where it is not, then
 //     `_scaled_dot_product_flash_attention` (backward `_scaled_dot_product_flash_attention_backward`);
 //   - efficient: the mask padded to an 8-aligned last dimension where it is not and expanded, then
 //     `_scaled_dot_product_efficient_attention` (backward `..._efficient_attention_backward`);
 //   - math: `_scaled_dot_product_attention_math`, composite on CUDA too (bmm, softmax, ...).
-// The fused ops are one launch each, computed on the host with the math of attention (their
-// backward recomputes it under CPU autograd; the forward keeps the RNG state where dropout needs
-// it, in the output CUDA keeps its Philox state in).
+// Outputs and gradients come in the kernels' memory layouts (a later `.contiguous()` copies what
+// it would on CUDA).
+// The fused ops are one launch each, computed on the host: by CPU's own fused attention and its
+// backward where it runs, else written out in float32 (the backward recomputing the
+// probabilities; the forward keeps the RNG state where dropout needs it, in the output CUDA keeps
+// its Philox state in).
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
@@ -25,7 +29,7 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/constant_pad_nd.h>
-#include <ATen/ops/dropout.h>
+#include <ATen/ops/native_dropout.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/matmul.h>
@@ -34,7 +38,6 @@
 #include <ATen/ops/softmax.h>
 #include <ATen/ops/where.h>
 #include <ATen/ops/zeros_like.h>
-#include <torch/csrc/autograd/autograd.h>
 #include <torch/library.h>
 
 #include <array>
@@ -172,28 +175,81 @@ double scale_of(const at::Tensor& q, std::optional<double> scale) {
   return scale.has_value() ? *scale : 1.0 / std::sqrt(static_cast<double>(q.size(-1)));
 }
 
-// Attention written out (output, logsumexp over the keys, float32), for what CPU's fused kernel
-// does not take: dropout, grouped-query heads, a mask that needs a gradient. `mask` is additive
-// (or undefined).
-std::tuple<at::Tensor, at::Tensor> host_attention_math(const at::Tensor& q, at::Tensor k,
-                                                       at::Tensor v, const at::Tensor& mask,
-                                                       double dropout_p, bool is_causal,
-                                                       double scale) {
+// Attention written out, in float32 as the fused kernels accumulate, for what CPU's fused kernel
+// does not take (dropout, grouped-query heads, a mask that needs a gradient). `mask` is additive
+// (or undefined). The probabilities are kept for the backward only as long as it runs: like the
+// GPU kernels, the backward recomputes them (and redraws the dropout mask from the RNG state the
+// forward kept), so sim holds no more device memory than CUDA does.
+struct AttentionProbs {
+  at::Tensor q, k, v;  // float32; k and v with grouped-query heads repeated
+  at::Tensor probs;    // softmax of the scores, before dropout
+  at::Tensor lse;      // logsumexp of the scores over the keys
+};
+
+AttentionProbs attention_probs(const at::Tensor& q, at::Tensor k, at::Tensor v,
+                               const at::Tensor& mask, bool is_causal, double scale) {
   if (k.size(1) != q.size(1)) {  // grouped-query heads
     k = k.repeat_interleave(q.size(1) / k.size(1), 1);
     v = v.repeat_interleave(q.size(1) / v.size(1), 1);
   }
-  at::Tensor scores = at::matmul(q.to(at::kFloat), k.to(at::kFloat).transpose(-2, -1)) * scale;
+  AttentionProbs a{q.to(at::kFloat), k.to(at::kFloat), v.to(at::kFloat), {}, {}};
+  at::Tensor scores = at::matmul(a.q, a.k.transpose(-2, -1)) * scale;
   if (is_causal) {
     const at::Tensor keep = at::ones({q.size(2), k.size(2)}, q.options().dtype(at::kBool)).tril();
     scores = scores.masked_fill(keep.logical_not(), -std::numeric_limits<float>::infinity());
   }
   if (mask.defined()) scores = scores + mask.to(at::kFloat);
-  at::Tensor lse = at::logsumexp(scores, -1);
-  at::Tensor probs = at::softmax(scores, -1);
-  if (dropout_p > 0.0) probs = at::dropout(probs, dropout_p, /*train=*/true);
-  at::Tensor out = at::matmul(probs, v.to(at::kFloat)).to(q.scalar_type());
-  return {out, lse};
+  a.lse = at::logsumexp(scores, -1);
+  a.probs = at::softmax(scores, -1);
+  return a;
+}
+
+// The dropped-out probabilities and the mask that kept them (undefined without dropout).
+std::tuple<at::Tensor, at::Tensor> drop(const at::Tensor& probs, double dropout_p) {
+  if (dropout_p <= 0.0) return {probs, at::Tensor()};
+  auto [dropped, keep] = at::native_dropout(probs, dropout_p, /*train=*/true);
+  return {dropped, keep};
+}
+
+std::tuple<at::Tensor, at::Tensor> host_attention_math(const at::Tensor& q, const at::Tensor& k,
+                                                       const at::Tensor& v, const at::Tensor& mask,
+                                                       double dropout_p, bool is_causal,
+                                                       double scale) {
+  AttentionProbs a = attention_probs(q, k, v, mask, is_causal, scale);
+  auto [dropped, keep] = drop(a.probs, dropout_p);
+  return {at::matmul(dropped, a.v).to(q.scalar_type()), a.lse};
+}
+
+// Sums a gradient of `like`'s repeated heads back to its own (grouped-query heads).
+at::Tensor per_own_head(const at::Tensor& grad, const at::Tensor& like) {
+  if (grad.size(1) == like.size(1)) return grad;
+  const int64_t groups = grad.size(1) / like.size(1);
+  return grad.unflatten(1, {like.size(1), groups}).sum(2);
+}
+
+// The gradients of host_attention_math for q, k, v (and for the mask where `mask_grad`), from the
+// recomputed probabilities: dV = P'^T dO, dP' = dO V^T, dS = P * (dP - rowsum(dP * P)),
+// dQ = scale dS K, dK = scale dS^T Q, where P' is P with dropout applied.
+std::vector<at::Tensor> host_attention_math_backward(
+    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+    const at::Tensor& mask, bool mask_grad, double dropout_p, bool is_causal, double scale,
+    const at::Tensor& rng_state) {
+  std::optional<HostRngRestore> rng;
+  if (dropout_p > 0.0) rng.emplace(rng_state);  // the forward's draw, again
+  AttentionProbs a = attention_probs(q, k, v, mask, is_causal, scale);
+  auto [dropped, keep] = drop(a.probs, dropout_p);
+  const at::Tensor g = grad_out.to(at::kFloat);
+  const at::Tensor grad_v = at::matmul(dropped.transpose(-2, -1), g);
+  at::Tensor grad_probs = at::matmul(g, a.v.transpose(-2, -1));
+  if (keep.defined()) grad_probs = grad_probs * keep / (1.0 - dropout_p);
+  const at::Tensor grad_scores =
+      a.probs * (grad_probs - (grad_probs * a.probs).sum(-1, /*keepdim=*/true));
+  std::vector<at::Tensor> grads = {
+      (at::matmul(grad_scores, a.k) * scale).to(q.scalar_type()),
+      per_own_head(at::matmul(grad_scores.transpose(-2, -1), a.q) * scale, k).to(k.scalar_type()),
+      per_own_head(grad_v, v).to(v.scalar_type())};
+  if (mask_grad) grads.push_back(grad_scores.sum_to_size(mask.sizes()).to(mask.scalar_type()));
+  return grads;
 }
 
 // Whether CPU's own fused attention (_scaled_dot_product_flash_attention_for_cpu, the kernel a
@@ -221,11 +277,8 @@ std::tuple<at::Tensor, at::Tensor> host_attention(const at::Tensor& q, const at:
   return host_attention_math(q, k, v, mask, dropout_p, is_causal, scale);
 }
 
-at::Tensor leaf(const at::Tensor& t) { return t.detach().clone().requires_grad_(true); }
-
 // The gradients for q, k, v (and an additive mask that needs one): CPU's fused backward from the
-// forward's output and logsumexp where its forward ran, else host_attention_math recomputed
-// under CPU autograd with the forward's RNG state put back.
+// forward's output and logsumexp where its forward ran, else host_attention_math_backward.
 std::vector<at::Tensor> host_attention_backward(const at::Tensor& grad_out, const at::Tensor& q,
                                                 const at::Tensor& k, const at::Tensor& v,
                                                 const at::Tensor& out, const at::Tensor& lse,
@@ -238,22 +291,8 @@ std::vector<at::Tensor> host_attention_backward(const at::Tensor& grad_out, cons
         mask.defined() ? std::optional<at::Tensor>(mask) : std::nullopt, scale);
     return {gq, gk, gv};
   }
-  const HostAutogradScope autograd;
-  std::optional<HostRngRestore> rng;
-  if (dropout_p > 0.0) rng.emplace(rng_state);
-  std::vector<at::Tensor> inputs = {leaf(q), leaf(k), leaf(v)};
-  at::Tensor m = mask;
-  if (mask_grad) {
-    m = leaf(mask);
-    inputs.push_back(m);
-  }
-  auto [recomputed, unused] =
-      host_attention_math(inputs[0], inputs[1], inputs[2], m, dropout_p, is_causal, scale);
-  auto grads = torch::autograd::grad({recomputed}, inputs, {grad_out}, false, false, true);
-  for (size_t i = 0; i < grads.size(); ++i) {
-    if (!grads[i].defined()) grads[i] = at::zeros_like(inputs[i].detach());
-  }
-  return grads;
+  return host_attention_math_backward(grad_out, q, k, v, mask, mask_grad, dropout_p, is_causal,
+                                      scale, rng_state);
 }
 
 at::Tensor rng_state_for(double dropout_p, const at::Tensor& like) {
