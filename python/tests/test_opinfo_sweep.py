@@ -25,6 +25,12 @@ SLICE_OPS = [
     "addr",
     "all",
     "any",
+    # conjugate views copied to the host (crashed before): fft's inverse and Hermitian
+    # transforms, eig
+    "fft.ifft",
+    "fft.hfft",
+    "fft.ihfft",
+    "linalg.eig",
 ]
 
 SLICE_MODULES = [
@@ -33,6 +39,9 @@ SLICE_MODULES = [
     "nn.LSTM",
     "nn.GRU",
     "nn.RNN",
+    "nn.LSTMCell",
+    "nn.GRUCell",
+    "nn.RMSNorm",
     "nn.BatchNorm2d",
     "nn.LayerNorm",
     "nn.MultiheadAttention",
