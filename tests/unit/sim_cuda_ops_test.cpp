@@ -45,8 +45,10 @@ TEST_F(SimCudaOps, ConvolutionIsCudnnWithTheBiasAddedThenConvolutionBackward) {
     out = at::conv2d(xs, ws, bs, 1, 1);
     out.backward(at::ones_like(out));
   });
-  EXPECT_EQ(ops, (OpCounts{{"aten::cudnn_convolution", 1}, {"aten::add_", 1},
-                           {"aten::fill_", 1}, {"aten::convolution_backward", 1}}));
+  EXPECT_EQ(ops, (OpCounts{{"aten::cudnn_convolution", 1},
+                           {"aten::add_", 1},
+                           {"aten::fill_", 1},
+                           {"aten::convolution_backward", 1}}));
   const at::Tensor xc = x.clone().requires_grad_(), wc = w.clone().requires_grad_();
   const at::Tensor ref = at::conv2d(xc, wc, b, 1, 1);
   ref.backward(at::ones_like(ref));
@@ -57,7 +59,9 @@ TEST_F(SimCudaOps, ConvolutionIsCudnnWithTheBiasAddedThenConvolutionBackward) {
 TEST_F(SimCudaOps, LayerNormIsNativeLayerNormNotItsComposite) {
   const at::Tensor xs = on_sim(at::randn({3, 8}), true);
   const OpCounts ops = launches([&] { at::layer_norm(xs, {8}).sum().backward(); });
-  EXPECT_EQ(ops, (OpCounts{{"aten::native_layer_norm", 1}, {"aten::sum", 1}, {"aten::fill_", 1},
+  EXPECT_EQ(ops, (OpCounts{{"aten::native_layer_norm", 1},
+                           {"aten::sum", 1},
+                           {"aten::fill_", 1},
                            {"aten::native_layer_norm_backward", 1}}));
 }
 
@@ -70,16 +74,18 @@ TEST_F(SimCudaOps, LstmIsOneCudnnRnnForwardAndBackwardWithCpuValues) {
   const at::Tensor h = at::zeros({1, 2, 4}), c = at::zeros({1, 2, 4});
   at::Tensor out;
   const OpCounts ops = launches([&] {
-    out = std::get<0>(at::lstm(on_sim(x), {on_sim(h), on_sim(c)}, sim_params, true, 1, 0.0, true,
-                               false, false));
+    out = std::get<0>(
+        at::lstm(on_sim(x), {on_sim(h), on_sim(c)}, sim_params, true, 1, 0.0, true, false, false));
     out.sum().backward();
   });
-  EXPECT_EQ(ops, (OpCounts{{"aten::_cudnn_rnn", 1}, {"aten::sum", 1}, {"aten::fill_", 1},
+  EXPECT_EQ(ops, (OpCounts{{"aten::_cudnn_rnn", 1},
+                           {"aten::sum", 1},
+                           {"aten::fill_", 1},
                            {"aten::_cudnn_rnn_backward", 1}}));
   std::vector<at::Tensor> cpu_params;
   for (const at::Tensor& p : params) cpu_params.push_back(p.clone().requires_grad_());
-  const at::Tensor ref = std::get<0>(at::lstm(x, {h, c}, cpu_params, true, 1, 0.0, true, false,
-                                              false));
+  const at::Tensor ref =
+      std::get<0>(at::lstm(x, {h, c}, cpu_params, true, 1, 0.0, true, false, false));
   ref.sum().backward();
   EXPECT_TRUE(at::allclose(out.cpu(), ref, 1e-5, 1e-5));
   for (size_t i = 0; i < params.size(); ++i) {
@@ -110,9 +116,9 @@ TEST_F(SimCudaOps, AutocastCastsAsCudaAndLetsEveryOtherOpThrough) {
   at::autocast::set_autocast_dtype(c10::DeviceType::PrivateUse1, at::kBFloat16);
   at::Tensor product, norm, range;
   const OpCounts ops = launches([&] {
-    product = at::mm(a, b);                // lower precision: both inputs cast (copy_)
-    norm = at::layer_norm(product, {8});   // fp32: its input cast back
-    range = at::arange(4, a.options());    // no rule: falls through
+    product = at::mm(a, b);               // lower precision: both inputs cast (copy_)
+    norm = at::layer_norm(product, {8});  // fp32: its input cast back
+    range = at::arange(4, a.options());   // no rule: falls through
   });
   at::autocast::set_autocast_enabled(c10::DeviceType::PrivateUse1, false);
   at::autocast::clear_cache();

@@ -9,7 +9,8 @@
 //     -65504 for cuDNN;
 //   - cuDNN: `_scaled_dot_product_cudnn_attention` (a 2-d or 4-d mask as it is);
 //   - flash: the head dimension padded to a multiple of 8 where it is not, then
-//     `_scaled_dot_product_flash_attention` (backward `_scaled_dot_product_flash_attention_backward`);
+//     `_scaled_dot_product_flash_attention` (backward
+//     `_scaled_dot_product_flash_attention_backward`);
 //   - efficient: the mask padded to an 8-aligned last dimension where it is not and expanded, then
 //     `_scaled_dot_product_efficient_attention` (backward `..._efficient_attention_backward`);
 //   - math: `_scaled_dot_product_attention_math`, composite on CUDA too (bmm, softmax, ...).
@@ -29,10 +30,10 @@
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention_for_cpu_backward.h>
 #include <ATen/ops/constant_pad_nd.h>
-#include <ATen/ops/native_dropout.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/logsumexp.h>
 #include <ATen/ops/matmul.h>
+#include <ATen/ops/native_dropout.h>
 #include <ATen/ops/ones.h>
 #include <ATen/ops/scalar_tensor.h>
 #include <ATen/ops/softmax.h>
@@ -43,8 +44,8 @@
 #include <array>
 #include <cmath>
 #include <cstdlib>
-#include <string>
 #include <limits>
+#include <string>
 #include <tuple>
 
 #include "harness/instrument/sim/host_compute.h"
@@ -59,7 +60,9 @@ bool same_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
 }
 
 bool dense_4d(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  const auto last_stride_one = [](const at::Tensor& t) { return t.stride(-1) == 1 || t.size(-1) == 1; };
+  const auto last_stride_one = [](const at::Tensor& t) {
+    return t.stride(-1) == 1 || t.size(-1) == 1;
+  };
   return q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && q.size(0) == k.size(0) &&
          q.size(0) == v.size(0) && q.size(2) > 0 && k.size(2) > 0 && last_stride_one(q) &&
          last_stride_one(k) && last_stride_one(v) && k.scalar_type() == q.scalar_type() &&
@@ -108,8 +111,8 @@ bool flash_can_run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
       !low_precision(q)) {
     return false;
   }
-  const bool heads = same_heads(q, k, v) || (enable_gqa && k.size(1) == v.size(1) &&
-                                             q.size(1) % k.size(1) == 0);
+  const bool heads =
+      same_heads(q, k, v) || (enable_gqa && k.size(1) == v.size(1) && q.size(1) % k.size(1) == 0);
   return heads && q.size(-1) == k.size(-1) && q.size(-1) == v.size(-1) && q.size(-1) <= 256 &&
          (!is_causal || q.size(2) == k.size(2));
 }
@@ -161,11 +164,11 @@ SDPBackend attention_backend(const at::Tensor& q, const at::Tensor& k, const at:
       case SDPBackend::math:
         if (at::globalContext().userEnabledMathSDP()) return backend;
         break;
-      default:
-        break;
+      default: break;
     }
   }
-  TORCH_CHECK(false, "No available kernel. Aborting execution. (sim: no enabled backend of "
+  TORCH_CHECK(false,
+              "No available kernel. Aborting execution. (sim: no enabled backend of "
               "scaled_dot_product_attention can run these inputs on an H100)");
 }
 
@@ -230,10 +233,12 @@ at::Tensor per_own_head(const at::Tensor& grad, const at::Tensor& like) {
 // The gradients of host_attention_math for q, k, v (and for the mask where `mask_grad`), from the
 // recomputed probabilities: dV = P'^T dO, dP' = dO V^T, dS = P * (dP - rowsum(dP * P)),
 // dQ = scale dS K, dK = scale dS^T Q, where P' is P with dropout applied.
-std::vector<at::Tensor> host_attention_math_backward(
-    const at::Tensor& grad_out, const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-    const at::Tensor& mask, bool mask_grad, double dropout_p, bool is_causal, double scale,
-    const at::Tensor& rng_state) {
+std::vector<at::Tensor> host_attention_math_backward(const at::Tensor& grad_out,
+                                                     const at::Tensor& q, const at::Tensor& k,
+                                                     const at::Tensor& v, const at::Tensor& mask,
+                                                     bool mask_grad, double dropout_p,
+                                                     bool is_causal, double scale,
+                                                     const at::Tensor& rng_state) {
   std::optional<HostRngRestore> rng;
   if (dropout_p > 0.0) rng.emplace(rng_state);  // the forward's draw, again
   AttentionProbs a = attention_probs(q, k, v, mask, is_causal, scale);
@@ -259,9 +264,10 @@ bool cpu_fused_runs(const at::Tensor& q, const at::Tensor& k, const at::Tensor& 
                     const at::Tensor& mask, bool mask_grad, double dropout_p) {
   const bool heads = q.size(1) == k.size(1) && q.size(1) == v.size(1);
   const bool dims = q.size(-1) == k.size(-1) && q.size(-1) == v.size(-1);
-  const bool mask_ok = !mask.defined() ||
-                       (!mask_grad && (mask.dim() == 2 || mask.dim() == 4) &&
-                        (mask.scalar_type() == at::kFloat || mask.scalar_type() == q.scalar_type()));
+  const bool mask_ok =
+      !mask.defined() ||
+      (!mask_grad && (mask.dim() == 2 || mask.dim() == 4) &&
+       (mask.scalar_type() == at::kFloat || mask.scalar_type() == q.scalar_type()));
   return dropout_p == 0.0 && heads && dims && mask_ok;
 }
 
@@ -313,10 +319,10 @@ flash_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
     const at::TensorOptions host = query.options().device(at::kCPU);
     at::Tensor none = at::empty({0}, host.dtype(at::kLong));
     // flash_api.cpp's mha_fwd allocates its output with empty_like of the query
-    return std::make_tuple(to_device(with_layout_of(out, query), device), to_device(lse, device), at::Tensor(),
-                           at::Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
-                           to_device(rng_state, device), to_device(none, device),
-                           to_device(at::empty({0}, host), device));
+    return std::make_tuple(to_device(with_layout_of(out, query), device), to_device(lse, device),
+                           at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
+                           c10::SymInt(key.size(2)), to_device(rng_state, device),
+                           to_device(none, device), to_device(at::empty({0}, host), device));
   });
 }
 
@@ -328,10 +334,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
     const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
   return launch_on_host("aten::_scaled_dot_product_flash_attention_backward", query, [&] {
     const c10::DeviceIndex device = query.device().index();
-    auto g = host_attention_backward(on_host(grad_out), on_host(query), on_host(key),
-                                     on_host(value), on_host(out), on_host(logsumexp),
-                                     at::Tensor(), false, dropout_p, is_causal,
-                                     scale_of(query, scale), on_host(philox_seed));
+    auto g =
+        host_attention_backward(on_host(grad_out), on_host(query), on_host(key), on_host(value),
+                                on_host(out), on_host(logsumexp), at::Tensor(), false, dropout_p,
+                                is_causal, scale_of(query, scale), on_host(philox_seed));
     // the kernels allocate each gradient like its input
     return std::make_tuple(to_device(with_layout_of(g[0], query), device),
                            to_device(with_layout_of(g[1], key), device),
@@ -347,35 +353,36 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention(
     const c10::DeviceIndex device = query.device().index();
     at::Tensor rng_state = rng_state_for(dropout_p, query);
     const at::Tensor bias = attn_bias.has_value() ? on_host(*attn_bias) : at::Tensor();
-    auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), bias,
-                                     dropout_p, is_causal, scale_of(query, scale));
+    auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), bias, dropout_p,
+                                     is_causal, scale_of(query, scale));
     if (!compute_log_sumexp) lse = at::empty({0}, lse.options());
     at::Tensor offset = at::empty({0}, query.options().device(at::kCPU).dtype(at::kLong));
     // _efficient_attention_forward's output is (B, Lq, H, Dv), returned transposed to BHSD
-    return std::make_tuple(to_device(with_memory_order(out, {0, 2, 1, 3}), device), to_device(lse, device),
-                           to_device(rng_state, device), to_device(offset, device));
+    return std::make_tuple(to_device(with_memory_order(out, {0, 2, 1, 3}), device),
+                           to_device(lse, device), to_device(rng_state, device),
+                           to_device(offset, device));
   });
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention_backward(
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
     const at::Tensor& value, const at::Tensor& attn_bias, const at::Tensor& out,
-    const at::Tensor& logsumexp, const at::Tensor& philox_seed,
-    const at::Tensor& /*philox_offset*/, double dropout_p, std::array<bool, 4> grad_input_mask,
-    bool is_causal, std::optional<double> scale) {
+    const at::Tensor& logsumexp, const at::Tensor& philox_seed, const at::Tensor& /*philox_offset*/,
+    double dropout_p, std::array<bool, 4> grad_input_mask, bool is_causal,
+    std::optional<double> scale) {
   return launch_on_host("aten::_scaled_dot_product_efficient_attention_backward", query, [&] {
     const c10::DeviceIndex device = query.device().index();
     const bool has_bias = attn_bias.defined();
     const bool bias_grad = has_bias && grad_input_mask[3];
-    auto g = host_attention_backward(on_host(grad_out), on_host(query), on_host(key),
-                                     on_host(value), on_host(out), on_host(logsumexp),
-                                     on_host(attn_bias), bias_grad, dropout_p, is_causal,
-                                     scale_of(query, scale), on_host(philox_seed));
-    return std::make_tuple(to_device(with_layout_of(g[0], query), device),
-                           to_device(with_layout_of(g[1], key), device),
-                           to_device(with_layout_of(g[2], value), device),
-                           bias_grad ? to_device(g[3].to(attn_bias.scalar_type()), device)
-                                     : at::Tensor());
+    auto g =
+        host_attention_backward(on_host(grad_out), on_host(query), on_host(key), on_host(value),
+                                on_host(out), on_host(logsumexp), on_host(attn_bias), bias_grad,
+                                dropout_p, is_causal, scale_of(query, scale), on_host(philox_seed));
+    return std::make_tuple(
+        to_device(with_layout_of(g[0], query), device),
+        to_device(with_layout_of(g[1], key), device),
+        to_device(with_layout_of(g[2], value), device),
+        bias_grad ? to_device(g[3].to(attn_bias.scalar_type()), device) : at::Tensor());
   });
 }
 
@@ -389,30 +396,31 @@ cudnn_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
     const c10::DeviceIndex device = query.device().index();
     at::Tensor rng_state = rng_state_for(dropout_p, query);
     const at::Tensor bias = attn_bias.has_value() ? on_host(*attn_bias) : at::Tensor();
-    auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), bias,
-                                     dropout_p, is_causal, scale_of(query, scale));
+    auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), bias, dropout_p,
+                                     is_causal, scale_of(query, scale));
     lse = compute_log_sumexp ? lse.unsqueeze(-1) : at::Tensor();  // [B, H, Lq, 1], as cuDNN's
     at::Tensor offset = at::empty({}, query.options().device(at::kCPU).dtype(at::kLong));
     // cuDNN's output keeps the query's stride order (alloc_with_matching_layout)
-    return std::make_tuple(to_device(with_layout_of(out, query), device), to_device(lse, device), at::Tensor(),
-                           at::Tensor(), c10::SymInt(query.size(2)), c10::SymInt(key.size(2)),
-                           to_device(rng_state, device), to_device(offset, device), at::Tensor());
+    return std::make_tuple(to_device(with_layout_of(out, query), device), to_device(lse, device),
+                           at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
+                           c10::SymInt(key.size(2)), to_device(rng_state, device),
+                           to_device(offset, device), at::Tensor());
   });
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_attention_backward(
     const at::Tensor& grad_out, const at::Tensor& query, const at::Tensor& key,
     const at::Tensor& value, const at::Tensor& out, const at::Tensor& logsumexp,
-    const at::Tensor& philox_seed, const at::Tensor& /*philox_offset*/,
-    const at::Tensor& attn_bias, const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/,
-    c10::SymInt, c10::SymInt, double dropout_p, bool is_causal, std::optional<double> scale) {
+    const at::Tensor& philox_seed, const at::Tensor& /*philox_offset*/, const at::Tensor& attn_bias,
+    const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/, c10::SymInt, c10::SymInt,
+    double dropout_p, bool is_causal, std::optional<double> scale) {
   return launch_on_host("aten::_scaled_dot_product_cudnn_attention_backward", query, [&] {
     const c10::DeviceIndex device = query.device().index();
     const at::Tensor lse = logsumexp.defined() ? on_host(logsumexp).squeeze(-1) : logsumexp;
-    auto g = host_attention_backward(on_host(grad_out), on_host(query), on_host(key),
-                                     on_host(value), on_host(out), lse, on_host(attn_bias), false,
-                                     dropout_p, is_causal, scale_of(query, scale),
-                                     on_host(philox_seed));
+    auto g =
+        host_attention_backward(on_host(grad_out), on_host(query), on_host(key), on_host(value),
+                                on_host(out), lse, on_host(attn_bias), false, dropout_p, is_causal,
+                                scale_of(query, scale), on_host(philox_seed));
     // the kernels allocate each gradient like its input
     return std::make_tuple(to_device(with_layout_of(g[0], query), device),
                            to_device(with_layout_of(g[1], key), device),
@@ -448,7 +456,8 @@ bool aligned(const at::Tensor& t, int64_t alignment) {
 }
 
 bool logsumexp_needed(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
-  return at::GradMode::is_enabled() && (q.requires_grad() || k.requires_grad() || v.requires_grad());
+  return at::GradMode::is_enabled() &&
+         (q.requires_grad() || k.requires_grad() || v.requires_grad());
 }
 
 at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tensor& key,
@@ -460,16 +469,14 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tenso
       attn_mask.has_value() && attn_mask->defined() ? attn_mask : std::nullopt;
   const SDPBackend backend =
       attention_backend(query, key, value, given, dropout_p, is_causal, enable_gqa);
-  std::optional<at::Tensor> mask =
-      additive_mask(given, query.scalar_type(),
-                    backend == SDPBackend::cudnn_attention
-                        ? -65504.0
-                        : -std::numeric_limits<double>::infinity());
+  std::optional<at::Tensor> mask = additive_mask(
+      given, query.scalar_type(),
+      backend == SDPBackend::cudnn_attention ? -65504.0 : -std::numeric_limits<double>::infinity());
   switch (backend) {
     case SDPBackend::cudnn_attention:
       return std::get<0>(at::_scaled_dot_product_cudnn_attention(
-          query, key, value, mask, logsumexp_needed(query, key, value), dropout_p, is_causal,
-          false, scale));
+          query, key, value, mask, logsumexp_needed(query, key, value), dropout_p, is_causal, false,
+          scale));
     case SDPBackend::flash_attention: {
       const int64_t head_dim = query.size(-1);
       const double og_scale = scale_of(query, scale);  // of the unpadded head dimension
@@ -506,9 +513,8 @@ void register_cuda_attention() {
   impls->impl("_scaled_dot_product_efficient_attention", TORCH_FN(efficient_attention));
   impls->impl("_scaled_dot_product_efficient_attention_backward",
               TORCH_FN(efficient_attention_backward));
-  static auto* autograd = new torch::Library(torch::Library::IMPL, "aten",
-                                             c10::DispatchKey::AutogradPrivateUse1, __FILE__,
-                                             __LINE__);
+  static auto* autograd = new torch::Library(
+      torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
   autograd->impl("scaled_dot_product_attention", TORCH_FN(scaled_dot_product_attention));
 }
 

@@ -48,8 +48,8 @@ at::Tensor cudnn_convolution(const at::Tensor& self, const at::Tensor& weight,
                              c10::SymIntArrayRef dilation, c10::SymInt groups, bool, bool, bool) {
   return launch_on_host("aten::cudnn_convolution", self, [&] {
     const std::vector<int64_t> zeros(padding.size(), 0);
-    return host_convolution(self, weight, std::nullopt, ints(stride), ints(padding),
-                            ints(dilation), false, zeros, groups.expect_int());
+    return host_convolution(self, weight, std::nullopt, ints(stride), ints(padding), ints(dilation),
+                            false, zeros, groups.expect_int());
   });
 }
 
@@ -59,16 +59,16 @@ at::Tensor cudnn_convolution_transpose(const at::Tensor& self, const at::Tensor&
                                        c10::SymIntArrayRef stride, c10::SymIntArrayRef dilation,
                                        c10::SymInt groups, bool, bool, bool) {
   return launch_on_host("aten::cudnn_convolution_transpose", self, [&] {
-    return host_convolution(self, weight, std::nullopt, ints(stride), ints(padding),
-                            ints(dilation), true, ints(output_padding), groups.expect_int());
+    return host_convolution(self, weight, std::nullopt, ints(stride), ints(padding), ints(dilation),
+                            true, ints(output_padding), groups.expect_int());
   });
 }
 
 template <const char* Name>
 at::Tensor conv_depthwise(const at::Tensor& self, const at::Tensor& weight,
-                          c10::SymIntArrayRef /*kernel_size*/, const std::optional<at::Tensor>& bias,
-                          c10::SymIntArrayRef stride, c10::SymIntArrayRef padding,
-                          c10::SymIntArrayRef dilation) {
+                          c10::SymIntArrayRef /*kernel_size*/,
+                          const std::optional<at::Tensor>& bias, c10::SymIntArrayRef stride,
+                          c10::SymIntArrayRef padding, c10::SymIntArrayRef dilation) {
   return launch_on_host(Name, self, [&] {
     const std::vector<int64_t> zeros(padding.size(), 0);
     return host_convolution(self, weight, bias, ints(stride), ints(padding), ints(dilation), false,
@@ -104,11 +104,10 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   const int64_t g = groups.expect_int();
   if (is_depthwise(input, weight, transposed, g) && format == c10::MemoryFormat::Contiguous) {
     std::vector<c10::SymInt> kernel(weight.sym_sizes().begin() + 2, weight.sym_sizes().end());
-    return input.dim() == 4
-               ? at::_conv_depthwise2d_symint(input.contiguous(), weight, kernel, bias, stride,
-                                              padding, dilation)
-               : at::conv_depthwise3d_symint(input.contiguous(), weight, kernel, bias, stride,
-                                             padding, dilation);
+    return input.dim() == 4 ? at::_conv_depthwise2d_symint(input.contiguous(), weight, kernel, bias,
+                                                           stride, padding, dilation)
+                            : at::conv_depthwise3d_symint(input.contiguous(), weight, kernel, bias,
+                                                          stride, padding, dilation);
   }
   const at::Context& ctx = at::globalContext();
   const bool deterministic = ctx.deterministicCuDNN() || ctx.deterministicAlgorithms();

@@ -78,9 +78,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_batch_norm(
   return launch_on_host("aten::cudnn_batch_norm", input, [&] {
     const c10::DeviceIndex device = input.device().index();
     auto [out, mean, invstd] =
-        at::native_batch_norm(on_host(input), on_host(weight), on_host(bias),
-                              on_host(running_mean), on_host(running_var), training,
-                              exponential_average_factor, epsilon);
+        at::native_batch_norm(on_host(input), on_host(weight), on_host(bias), on_host(running_mean),
+                              on_host(running_var), training, exponential_average_factor, epsilon);
     const at::TensorOptions host = input.options().device(at::kCPU);
     if (!training) {  // cuDNN's inference kernel saves nothing
       mean = at::empty({0}, host.dtype(weight.scalar_type()));
@@ -110,7 +109,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_batch_norm_backward(
 // The normalized dims of an rms norm over `normalized_shape`: the last ones.
 std::vector<int64_t> normalized_dims(const at::Tensor& input, at::IntArrayRef normalized_shape) {
   std::vector<int64_t> dims;
-  for (int64_t d = input.dim() - static_cast<int64_t>(normalized_shape.size()); d < input.dim(); ++d) {
+  for (int64_t d = input.dim() - static_cast<int64_t>(normalized_shape.size()); d < input.dim();
+       ++d) {
     dims.push_back(d);
   }
   return dims;
@@ -165,9 +165,8 @@ void register_cuda_normalization() {
   // kernel, AutogradPrivateUse1 takes that autograd kernel, as AutogradCUDA does.
   impls->impl("_fused_rms_norm", TORCH_FN(fused_rms_norm));
   impls->impl("_fused_rms_norm_backward", TORCH_FN(fused_rms_norm_backward));
-  static auto* autograd = new torch::Library(torch::Library::IMPL, "aten",
-                                             c10::DispatchKey::AutogradPrivateUse1, __FILE__,
-                                             __LINE__);
+  static auto* autograd = new torch::Library(
+      torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
   autograd->impl("_batch_norm_impl_index", TORCH_FN(batch_norm_impl_index));
 }
 

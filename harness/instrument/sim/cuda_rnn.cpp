@@ -4,16 +4,16 @@
 // `lstm`, `gru`, `rnn_tanh` and `rnn_relu` are composite: on CUDA they hand the whole sequence to
 // cuDNN when `use_cudnn(input)` holds (below): one `_cudnn_rnn` forward and one
 // `_cudnn_rnn_backward`. Otherwise (cuDNN disabled, say) they unroll the sequence with CUDA's
-// fused cells, `_thnn_fused_lstm_cell` / `_thnn_fused_gru_cell` per layer and time step (RNN.cpp takes that path for CUDA and
-// PrivateUse1 alike; CPU has no kernel for them, which is why an LSTM failed on sim before).
-// Sim registers its own kernels for those composites (at the autograd and the backend key, so
-// that autograd records the `_cudnn_rnn` node as on CUDA) and for the CUDA-only ops they call.
-// Each CUDA-only op is one launch, computed on the host: `_cudnn_rnn` by CPU's RNN, its backward
-// by recomputing that forward under CPU autograd (the reserve holds the RNG state, so that
-// dropout between layers draws the same mask), the fused cells by the cells' own arithmetic.
+// fused cells, `_thnn_fused_lstm_cell` / `_thnn_fused_gru_cell` per layer and time step (RNN.cpp
+// takes that path for CUDA and PrivateUse1 alike; CPU has no kernel for them, which is why an LSTM
+// failed on sim before). Sim registers its own kernels for those composites (at the autograd and
+// the backend key, so that autograd records the `_cudnn_rnn` node as on CUDA) and for the CUDA-only
+// ops they call. Each CUDA-only op is one launch, computed on the host: `_cudnn_rnn` by CPU's RNN,
+// its backward by recomputing that forward under CPU autograd (the reserve holds the RNG state, so
+// that dropout between layers draws the same mask), the fused cells by the cells' own arithmetic.
 #include <ATen/Context.h>
-#include <ATen/autocast_mode.h>
 #include <ATen/TensorOperators.h>
+#include <ATen/autocast_mode.h>
 #include <ATen/ops/_cudnn_init_dropout_state.h>
 #include <ATen/ops/_cudnn_rnn.h>
 #include <ATen/ops/cat.h>
@@ -61,9 +61,7 @@ bool cudnn_acceptable(const at::Tensor& input) {
 // weights stay apart, and `_cudnn_rnn` copies them into a buffer of its own at every call (with
 // cuDNN's warning). Sim's modules are never flattened (they are not CUDA tensors): sim counts those
 // copies where CUDA would make them.
-bool cuda_copies_weights(const at::Tensor& weight) {
-  return weight.scalar_type() == at::kBFloat16;
-}
+bool cuda_copies_weights(const at::Tensor& weight) { return weight.scalar_type() == at::kBFloat16; }
 
 constexpr const char* kWeightFormatWarning =
     "RNN module weights are not part of single contiguous chunk of memory. This means they need "
@@ -84,9 +82,9 @@ struct RnnShape {
 
 // The whole RNN on the host: (output, hy, cy) for CPU tensors; cy undefined unless LSTM.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> host_rnn(const RnnShape& s, const at::Tensor& input,
-                                                         const at::Tensor& batch_sizes,
-                                                         const at::Tensor& hx, const at::Tensor& cx,
-                                                         at::TensorList params) {
+                                                        const at::Tensor& batch_sizes,
+                                                        const at::Tensor& hx, const at::Tensor& cx,
+                                                        at::TensorList params) {
   const bool packed = batch_sizes.defined();
   if (s.mode == kLstm) {
     const std::vector<at::Tensor> hidden = {hx, cx};
@@ -140,7 +138,8 @@ std::vector<at::Tensor> host_list(at::TensorList tensors) {
 
 // cuDNN works on (T, B, features): a batch-first result is that memory, transposed (as
 // `_cudnn_rnn` returns its output and `_cudnn_rnn_backward` its input gradient).
-at::Tensor sequence_layout(const at::Tensor& t, const RnnShape& s, c10::SymIntArrayRef batch_sizes) {
+at::Tensor sequence_layout(const at::Tensor& t, const RnnShape& s,
+                           c10::SymIntArrayRef batch_sizes) {
   if (!t.defined()) return t;
   return s.batch_first && batch_sizes.empty() ? with_memory_order(t, {1, 0, 2}) : t.contiguous();
 }
@@ -228,10 +227,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, std::vector<at::Tensor>> cudnn_rn
     std::vector<at::Tensor> dweight;
     const size_t first_weight = c.defined() ? 3 : 2;
     for (size_t i = first_weight; i < inputs.size(); ++i) dweight.push_back(grad_of(i));
-    at::Tensor dx = to_device(sequence_layout(result[0].defined() ? result[0]
-                                                                 : at::zeros_like(x.detach()),
-                                              shape, batch_sizes),
-                              device);
+    at::Tensor dx =
+        to_device(sequence_layout(result[0].defined() ? result[0] : at::zeros_like(x.detach()),
+                                  shape, batch_sizes),
+                  device);
     return std::make_tuple(dx, grad_of(1), c.defined() ? grad_of(2) : at::Tensor(),
                            std::move(dweight));
   });
@@ -267,8 +266,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward_impl(
     auto w = on_host(workspace).chunk(4, 1);
     const at::Tensor &i = w[0], &f = w[1], &g = w[2], &o = w[3];
     const at::Tensor tanh_cy = on_host(cy).tanh();
-    at::Tensor ghy = grad_hy.has_value() && grad_hy->defined() ? on_host(*grad_hy)
-                                                               : at::zeros_like(tanh_cy);
+    at::Tensor ghy =
+        grad_hy.has_value() && grad_hy->defined() ? on_host(*grad_hy) : at::zeros_like(tanh_cy);
     at::Tensor gcx = ghy * o * (1 - tanh_cy * tanh_cy);
     if (grad_cy.has_value() && grad_cy->defined()) gcx = gcx + on_host(*grad_cy);
     at::Tensor gates = at::cat({gcx * g * i * (1 - i), gcx * on_host(cx) * f * (1 - f),
@@ -352,8 +351,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_rnn
   constexpr c10::DeviceType kSim = c10::DeviceType::PrivateUse1;
   at::Tensor buf = weight_buf.value_or(at::Tensor());
   const at::Tensor& probe = buf.defined() ? buf : weight[0];
-  const bool cast = at::autocast::is_autocast_eligible(probe, kSim) &&
-                    probe.scalar_type() != at::kHalf;
+  const bool cast =
+      at::autocast::is_autocast_eligible(probe, kSim) && probe.scalar_type() != at::kHalf;
   std::vector<at::Tensor> weights(weight.begin(), weight.end());
   if (cast) {
     int64_t total = 0;
@@ -370,14 +369,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_rnn
     }
     buf = flat.detach();
   }
-  const auto half = [&](const at::Tensor& t) { return at::autocast::cached_cast(at::kHalf, t, kSim); };
-  return at::_cudnn_rnn_symint(half(input), weights, weight_stride0,
-                               buf.defined() ? std::optional<at::Tensor>(buf) : std::nullopt,
-                               half(hx), cx.has_value() ? std::optional<at::Tensor>(half(*cx))
-                                                        : std::nullopt,
-                               mode, std::move(hidden_size), std::move(proj_size), num_layers,
-                               batch_first, dropout, train, bidirectional, batch_sizes,
-                               dropout_state);
+  const auto half = [&](const at::Tensor& t) {
+    return at::autocast::cached_cast(at::kHalf, t, kSim);
+  };
+  return at::_cudnn_rnn_symint(
+      half(input), weights, weight_stride0,
+      buf.defined() ? std::optional<at::Tensor>(buf) : std::nullopt, half(hx),
+      cx.has_value() ? std::optional<at::Tensor>(half(*cx)) : std::nullopt, mode,
+      std::move(hidden_size), std::move(proj_size), num_layers, batch_first, dropout, train,
+      bidirectional, batch_sizes, dropout_state);
 }
 
 // ----- the composites, with CUDA's choice ------------------------------------------------------
@@ -392,8 +392,7 @@ std::optional<at::Tensor> dropout_state(double dropout, bool train, const at::Te
   at::Tensor& state = states[input.device().index()];
   if (!state.defined()) {
     const int64_t seed = at::empty({}, at::kLong).random_().item<int64_t>();
-    state = at::_cudnn_init_dropout_state(dropout, train, seed,
-                                          input.options().dtype(at::kByte));
+    state = at::_cudnn_init_dropout_state(dropout, train, seed, input.options().dtype(at::kByte));
   }
   return state;
 }
@@ -402,8 +401,8 @@ std::optional<at::Tensor> dropout_state(double dropout, bool train, const at::Te
 // flattens only CUDA tensors), the sequence in one `_cudnn_rnn`.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_impl(
     const at::Tensor& input, const at::Tensor& batch_sizes, const at::Tensor& hx,
-    const at::Tensor& cx, at::TensorList params, bool has_biases, RnnMode mode,
-    int64_t num_layers, double dropout, bool train, bool bidirectional, bool batch_first) {
+    const at::Tensor& cx, at::TensorList params, bool has_biases, RnnMode mode, int64_t num_layers,
+    double dropout, bool train, bool bidirectional, bool batch_first) {
   c10::SymInt hidden_size = hx.sym_size(2);
   c10::SymInt proj_size = 0;
   if (cx.defined() && cx.sym_size(2) != hx.sym_size(2)) {  // an LSTM with projections
@@ -439,19 +438,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_input(const at::Tensor& inpu
                     dropout, train, bidirectional, batch_first);
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_data(const at::Tensor& data,
-                                                         const at::Tensor& batch_sizes,
-                                                         at::TensorList hx, at::TensorList params,
-                                                         bool has_biases, int64_t num_layers,
-                                                         double dropout, bool train,
-                                                         bool bidirectional) {
+std::tuple<at::Tensor, at::Tensor, at::Tensor> lstm_data(
+    const at::Tensor& data, const at::Tensor& batch_sizes, at::TensorList hx, at::TensorList params,
+    bool has_biases, int64_t num_layers, double dropout, bool train, bool bidirectional) {
   if (!cudnn_acceptable(data)) {
     return at::native::lstm(data, batch_sizes, hx, params, has_biases, num_layers, dropout, train,
                             bidirectional);
   }
   TORCH_CHECK(hx.size() == 2, "lstm expects two hidden states");
-  return cudnn_impl(data, batch_sizes, hx[0], hx[1], params, has_biases, kLstm, num_layers,
-                    dropout, train, bidirectional, false);
+  return cudnn_impl(data, batch_sizes, hx[0], hx[1], params, has_biases, kLstm, num_layers, dropout,
+                    train, bidirectional, false);
 }
 
 // gru, rnn_tanh and rnn_relu share their signatures; `Native` is the composite CUDA does not
@@ -472,8 +468,8 @@ std::tuple<at::Tensor, at::Tensor> rnn_input(const at::Tensor& input, const at::
     return Native(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
                   batch_first);
   }
-  auto out = cudnn_impl(input, at::Tensor(), hx, at::Tensor(), params, has_biases, Mode,
-                        num_layers, dropout, train, bidirectional, batch_first);
+  auto out = cudnn_impl(input, at::Tensor(), hx, at::Tensor(), params, has_biases, Mode, num_layers,
+                        dropout, train, bidirectional, batch_first);
   return {std::get<0>(out), std::get<1>(out)};
 }
 
@@ -517,13 +513,11 @@ void register_cuda_rnn() {
   register_composites(*impls);
   // A composite's kernel at the autograd key too: autograd then records the ops it calls
   // (`_cudnn_rnn`), as it does for CUDA's composite.
-  static auto* autograd = new torch::Library(torch::Library::IMPL, "aten",
-                                             c10::DispatchKey::AutogradPrivateUse1, __FILE__,
-                                             __LINE__);
+  static auto* autograd = new torch::Library(
+      torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
   register_composites(*autograd);
-  static auto* autocast = new torch::Library(torch::Library::IMPL, "aten",
-                                             c10::DispatchKey::AutocastPrivateUse1, __FILE__,
-                                             __LINE__);
+  static auto* autocast = new torch::Library(
+      torch::Library::IMPL, "aten", c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
   autocast->impl("_cudnn_rnn", TORCH_FN(cudnn_rnn_autocast));
 }
 

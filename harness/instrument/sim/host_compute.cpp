@@ -41,9 +41,7 @@ struct HostAutogradScope::State {
 HostAutogradScope::HostAutogradScope() : state_(new State()) {}
 HostAutogradScope::~HostAutogradScope() { delete state_; }
 
-at::Tensor save_host_rng_state() {
-  return at::detail::getDefaultCPUGenerator().get_state();
-}
+at::Tensor save_host_rng_state() { return at::detail::getDefaultCPUGenerator().get_state(); }
 
 HostRngRestore::HostRngRestore(const at::Tensor& saved_state) {
   at::Generator generator = at::detail::getDefaultCPUGenerator();

@@ -50,13 +50,11 @@ void register_policy(torch::Library& m) {
 
 void register_autocast() {
   // torch::Library objects live for the rest of the process (the registrations with them).
-  static auto* fallthrough = new torch::Library(torch::Library::IMPL, "_",
-                                                c10::DispatchKey::AutocastPrivateUse1, __FILE__,
-                                                __LINE__);
+  static auto* fallthrough = new torch::Library(
+      torch::Library::IMPL, "_", c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
   fallthrough->fallback(torch::CppFunction::makeFallthrough());
-  static auto* policy = new torch::Library(torch::Library::IMPL, "aten",
-                                           c10::DispatchKey::AutocastPrivateUse1, __FILE__,
-                                           __LINE__);
+  static auto* policy = new torch::Library(
+      torch::Library::IMPL, "aten", c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
   register_policy(*policy);
 }
 
