@@ -207,6 +207,22 @@ class graph(_RefusedOnCall):
     _why = "CUDA graphs capture GPU kernels"
 
 
+def _cuda_accelerator_on_sim() -> None:
+    """Lightning's ``accelerator="gpu"`` / ``"cuda"`` / ``"auto"`` under ``--as-cuda``: its
+    devices are ``torch.device("cuda", i)``, which the mode makes sim's, and
+    ``CUDAAccelerator.setup_device`` then refused them ("Device should be GPU, got sim:0")."""
+    from lightning.pytorch.accelerators import cuda as accelerator
+
+    def setup_device(self, device: torch.device) -> None:
+        if device.type not in ("cuda", "sim"):
+            raise accelerator.MisconfigurationException(
+                f"Device should be GPU, got {device} instead")
+        accelerator._check_cuda_matmul_precision(device)
+        torch.sim.set_device(device.index or 0)
+
+    accelerator.CUDAAccelerator.setup_device = setup_device
+
+
 class _BlockTriton(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
         if fullname != "triton" and not fullname.startswith("triton."):
@@ -247,6 +263,10 @@ class AsCuda:
                 device if device is None or isinstance(device, int)
                 else _map_device(torch.device(device))),
             "memory_allocated": sim.memory_allocated,
+            "memory_reserved": sim.memory_reserved,
+            "max_memory_reserved": sim.max_memory_reserved,
+            "memory_stats": sim.memory_stats,
+            "empty_cache": sim.empty_cache,
             "max_memory_allocated": sim.max_memory_allocated,
             "reset_peak_memory_stats": sim.reset_peak_memory_stats,
             "manual_seed": sim.manual_seed, "manual_seed_all": sim.manual_seed_all,
@@ -299,14 +319,30 @@ class AsCuda:
             autocast_init(self_, "sim" if device_type == "cuda" else device_type, *args, **kwargs)
 
         self._set(torch.amp.autocast_mode.autocast, "__init__", autocast)
+        self._lightning_hook = None
+        if "lightning.pytorch.accelerators.cuda" in sys.modules:
+            self._patch_lightning()
+        else:
+            from ._lightning_run import _AfterImport
+            self._lightning_hook = _AfterImport("lightning.pytorch.accelerators.cuda",
+                                                self._patch_lightning)
+            sys.meta_path.insert(0, self._lightning_hook)
         # A Triton already imported (by torch or a library) is hidden from the program.
         self._triton = {k: sys.modules.pop(k) for k in list(sys.modules)
                         if k == "triton" or k.startswith("triton.")}
         sys.meta_path.insert(0, self._finder)
         self._mode.__enter__()
 
+    def _patch_lightning(self) -> None:
+        from lightning.pytorch.accelerators import cuda as accelerator
+        self._saved.append((accelerator.CUDAAccelerator, "setup_device",
+                            accelerator.CUDAAccelerator.setup_device))
+        _cuda_accelerator_on_sim()
+
     def uninstall(self) -> None:
         self._mode.__exit__(None, None, None)
+        if self._lightning_hook is not None and self._lightning_hook in sys.meta_path:
+            sys.meta_path.remove(self._lightning_hook)
         if self._finder in sys.meta_path:
             sys.meta_path.remove(self._finder)
         sys.modules.update(self._triton)

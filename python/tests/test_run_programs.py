@@ -205,6 +205,21 @@ def test_as_cuda_device_count_is_one_gpu_unless_cuda_visible_devices_names_more(
     assert "count 3 3" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("accelerator", ["gpu", "cuda", "auto"])
+def test_lightning_accelerator_gpu_as_cuda_trains_on_sim_as_accelerator_sim(tmp_path, accelerator):
+    # Lightning's CUDAAccelerator refused sim's devices ("Device should be GPU, got sim:0")
+    gpu, sim = tmp_path / "gpu.json", tmp_path / "sim.json"
+    assert run(["--as-cuda", "--out", str(gpu), "--skip-steps", "2", "--",
+                str(PROGRAMS / "lightning_demos.py"), "--model", "boring",
+                "--accelerator", accelerator]) == 0
+    assert run(["--out", str(sim), "--skip-steps", "2", "--",
+                str(PROGRAMS / "lightning_demos.py"), "--model", "boring"]) == 0
+    as_gpu, as_sim = _steps(gpu)["steps"], _steps(sim)["steps"]
+    assert as_gpu["measured_steps"] == as_sim["measured_steps"] == 6
+    assert as_gpu["per_step"] == as_sim["per_step"]
+    assert as_gpu["launches_by_op"] == as_sim["launches_by_op"]
+
+
 @pytest.mark.parametrize("call, named", [
     ("torch.compile(torch.nn.Linear(2, 2))", "torch.compile"),
     ("torch.cuda.CUDAGraph()", "torch.cuda.CUDAGraph"),
