@@ -205,6 +205,26 @@ def test_as_cuda_device_count_is_one_gpu_unless_cuda_visible_devices_names_more(
     assert "count 3 3" in capsys.readouterr().out
 
 
+def test_torchvision_resnet_as_cuda(tmp_path):
+    # torchvision's own ResNet-18 and transforms, channels-last, bf16 autocast, cosine schedule
+    pytest.importorskip("torchvision", reason="torchvision (python/requirements-extra.txt) is "
+                        "not installed")
+    out = tmp_path / "resnet.json"
+    assert run(["--as-cuda", "--out", str(out), "--",
+                str(PROGRAMS / "torchvision_resnet.py")]) == 0
+    steps = _steps(out)["steps"]
+    assert steps["measured_steps"] == 4
+    per_step = {op: n // 4 for op, n in steps["launches_by_op"].items()}
+    # 20 convolutions (17 in the blocks, 3 downsamples) by cuDNN; their bf16 outputs make batch
+    # norm's input bf16, which cuDNN's batch norm refuses: native_batch_norm, as on CUDA
+    assert per_step["aten::cudnn_convolution"] == per_step["aten::convolution_backward"] == 20
+    assert per_step["aten::native_batch_norm"] == 20 and "aten::cudnn_batch_norm" not in per_step
+    sites = {(s["op"], s["reason"]): s["count"] for s in steps["sync_sites"]}
+    # two prints in the window, each formatting two device tensors (Tensor.__format__ -> item)
+    assert sites == {("aten::_local_scalar_dense", "item"): 4}
+    assert steps["total"]["h2d.count"] == 8  # images and labels, non-blocking: copies, no syncs
+
+
 @pytest.mark.parametrize("accelerator", ["gpu", "cuda", "auto"])
 def test_lightning_accelerator_gpu_as_cuda_trains_on_sim_as_accelerator_sim(tmp_path, accelerator):
     # Lightning's CUDAAccelerator refused sim's devices ("Device should be GPU, got sim:0")
