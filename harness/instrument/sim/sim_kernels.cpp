@@ -471,8 +471,11 @@ void register_kernels() {
   // CPU copy it runs on aliases that keep them), as CUDA's copy_ does. Without these, the
   // Conjugate key's fallback materialised the source with a clone, whose copy came back to
   // _copy_from with the bit still set: an endless recursion (fft.ifft's output, .cpu()).
-  for (const c10::DispatchKey key : {c10::DispatchKey::Conjugate, c10::DispatchKey::Negative}) {
-    auto* bits = new torch::Library(torch::Library::IMPL, "aten", key, __FILE__, __LINE__);
+  static auto* conjugate = new torch::Library(torch::Library::IMPL, "aten",
+                                              c10::DispatchKey::Conjugate, __FILE__, __LINE__);
+  static auto* negative = new torch::Library(torch::Library::IMPL, "aten",
+                                             c10::DispatchKey::Negative, __FILE__, __LINE__);
+  for (torch::Library* bits : {conjugate, negative}) {
     bits->impl("_copy_from", torch::CppFunction::makeFallthrough());
     bits->impl("_copy_from_and_resize", torch::CppFunction::makeFallthrough());
   }
