@@ -274,3 +274,21 @@ def test_rnn_under_autocast_runs_cudnn_in_float16_with_its_weights_recast_every_
     assert dict(c.launches_by_op) == with_seed({
         "aten::zero_": 3, "aten::copy_": 11, "aten::_cudnn_rnn": 1, "aten::_cudnn_rnn_backward": 1})
     assert lstm.weight_ih_l0.grad.dtype == torch.float32
+
+
+@pytest.mark.parametrize("dtype, kernel", [(torch.float32, "efficient"), (torch.bfloat16, "cudnn")])
+def test_multihead_attention_without_weights_is_the_fused_kernel(dtype, kernel):
+    # need_weights=False (what TransformerEncoderLayer passes) takes SDPA; a causal mask with
+    # is_causal=True and no padding mask is dropped for is_causal (multi_head_attention_forward)
+    torch.manual_seed(0)
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).to(dtype).to("sim")
+    x = torch.randn(2, 5, 16, dtype=dtype, device="sim")
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(5, device="sim", dtype=dtype)
+    with harness_sim.count() as c:
+        out, weights = mha(x, x, x, attn_mask=causal, is_causal=True, need_weights=False)
+        out.sum().backward()
+    assert weights is None
+    ops = c.launches_by_op
+    assert ops[f"aten::_scaled_dot_product_{kernel}_attention"] == 1
+    assert ops[f"aten::_scaled_dot_product_{kernel}_attention_backward"] == 1
+    assert "aten::bmm" not in ops and "aten::_softmax" not in ops
