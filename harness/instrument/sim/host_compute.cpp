@@ -11,12 +11,6 @@
 
 namespace harness::sim {
 
-at::Tensor to_device(const at::Tensor& host_result, c10::DeviceIndex index) {
-  if (!host_result.defined() || !host_result.device().is_cpu()) return host_result;
-  if (adopt_in_place(host_result, index)) return host_result;
-  return make_tensor_on(sim_view_of_storage(host_result.storage(), index), kSimKeys, host_result);
-}
-
 at::Tensor with_layout_of(const at::Tensor& values, const at::Tensor& like) {
   if (!values.defined()) return values;
   at::Tensor out = at::empty_like(on_host(like), values.options());  // keeps dense strides

@@ -27,10 +27,6 @@ inline std::optional<at::Tensor> on_host(const std::optional<at::Tensor>& t) {
   return t.has_value() ? std::optional<at::Tensor>(on_host(*t)) : std::nullopt;
 }
 
-// A CPU tensor the host computation returned, as a tensor of sim device `index` (its bytes
-// become the device's; undefined stays undefined).
-at::Tensor to_device(const at::Tensor& host_result, c10::DeviceIndex index);
-
 // A host result in the memory layout a CUDA kernel gives its output (copied on the host, not
 // counted): as `like`'s strides (a kernel that allocates with empty_like(like)), or in memory
 // order `order` (a permutation of its dims; {0, 2, 1, 3}: a BHSD result held as BSHD). Layouts
@@ -52,7 +48,7 @@ auto launch_on_host(std::string_view op, const at::Tensor& like, Compute&& compu
   return result;
 }
 
-// Runs `f` with autograd enabled on CPU tensors, inside a sim kernel (where the dispatcher has
+// While alive: autograd enabled on CPU tensors, inside a sim kernel (where the dispatcher has
 // excluded the autograd keys): for a backward computed by recomputing the forward on the host.
 class HostAutogradScope {
  public:

@@ -40,6 +40,9 @@ c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::DeviceIndex i
 // its storage and the counting CPU allocator made its bytes (they move to the device's account).
 // Returns false, changing nothing, otherwise.
 bool adopt_in_place(const at::Tensor& output, c10::DeviceIndex index);
+// A CPU tensor a CPU kernel or a host computation returned, as a tensor of sim device `index`
+// (in place where adopt_in_place can, else a sim view of its bytes; undefined or non-CPU stays).
+at::Tensor to_device(const at::Tensor& host_result, c10::DeviceIndex index);
 // A CPU tensor over the same memory as sim tensor `sim_tensor` (same geometry).
 at::Tensor cpu_alias(const at::Tensor& sim_tensor);
 

@@ -315,9 +315,7 @@ class FallbackCall {
         return make_tensor_on(a.sim.storage(), kSimKeys, t);
       }
     }
-    const c10::DeviceIndex index = device_ ? device_->index() : c10::DeviceIndex(0);
-    if (adopt_in_place(t, index)) return t;
-    return make_tensor_on(sim_view_of_storage(t.storage(), index), kSimKeys, t);
+    return to_device(t, device_ ? device_->index() : c10::DeviceIndex(0));
   }
 
   const c10::FunctionSchema& schema_;
@@ -449,19 +447,13 @@ void register_kernels() {
   for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
     if (name.name.rfind("aten::", 0) != 0) continue;
     const bool foreach_op = name.name.rfind("aten::_foreach_", 0) == 0;
-    bool structured_functional = false;
-    if (!foreach_op && name.name.find("copy") == std::string::npos) {
-      const auto op = dispatcher.findOp(name);
-      structured_functional =
-          op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
-          op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional) &&
-          !op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1);
-    }
+    if (!foreach_op && name.name.find("copy") != std::string::npos) continue;
+    const auto op = dispatcher.findOp(name);
+    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;  // sim's own
+    const bool structured_functional =
+        !foreach_op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
     if (!foreach_op && !structured_functional) continue;
-    if (foreach_op) {
-      const auto op = dispatcher.findOp(name);
-      if (op && op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;  // above
-    }
     std::string qualified = name.name.substr(6);
     if (!name.overload_name.empty()) qualified += "." + name.overload_name;
     impls->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());

@@ -93,6 +93,12 @@ bool adopt_in_place(const at::Tensor& output, c10::DeviceIndex index) {
   return true;
 }
 
+at::Tensor to_device(const at::Tensor& host_result, c10::DeviceIndex index) {
+  if (!host_result.defined() || !host_result.device().is_cpu()) return host_result;
+  if (adopt_in_place(host_result, index)) return host_result;
+  return make_tensor_on(sim_view_of_storage(host_result.storage(), index), kSimKeys, host_result);
+}
+
 at::Tensor cpu_alias(const at::Tensor& sim_tensor) {
   return make_tensor_on(cpu_view_of_storage(sim_tensor.storage()), kCpuKeys, sim_tensor);
 }
