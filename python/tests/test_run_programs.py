@@ -444,11 +444,33 @@ def test_a_killed_run_leaves_no_scratch_directory(tmp_path):
     (["--gate", "no_such_gate.json"], "--gate no_such_gate.json: no such file"),
 ])
 def test_torchrun_bad_input_is_refused_on_every_rank(tmp_path, bench, flags, message):
-    # Every rank checks the flags as rank 0 does: none runs the program, none leaves a directory.
-    r = _torchrun(tmp_path, "-m", "harness_sim", "run", "--bench", os.path.abspath(bench), *flags,
-                  "--", str(PROGRAMS / "torch_ddp.py"))
+    """Every rank checks the flags as rank 0 does: none runs the program, none leaves a directory.
+    Each rank is started here with the environment torchrun gives it, one after the other: under
+    torchrun itself the first rank to exit has the agent SIGTERM the other, which may not have
+    printed yet."""
+    import subprocess
+    import sys
+    for rank in (0, 1):
+        env = dict(os.environ, TMPDIR=str(tmp_path), TORCHELASTIC_RUN_ID="refused",
+                   TORCHELASTIC_RESTART_COUNT="0", WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                   RANK=str(rank), LOCAL_RANK=str(rank), GROUP_RANK="0",
+                   MASTER_ADDR="127.0.0.1", MASTER_PORT="29599")
+        r = subprocess.run([sys.executable, "-m", "harness_sim", "run", "--bench",
+                            os.path.abspath(bench), *flags, "--", str(PROGRAMS / "torch_ddp.py")],
+                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+                           stdin=subprocess.DEVNULL)
+        assert r.returncode == 2, (rank, r.stderr[-3000:])
+        assert message in r.stderr, (rank, r.stderr[-3000:])
+        assert "RESULT" not in r.stdout
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("harness_sim")] == []
+    assert not (tmp_path / "t.json").exists()
+
+
+def test_torchrun_bad_input_fails_the_job(tmp_path, bench):
+    r = _torchrun(tmp_path, "-m", "harness_sim", "run", "--bench", os.path.abspath(bench),
+                  "--trace", "t.json", "--", str(PROGRAMS / "torch_ddp.py"))
     assert r.returncode != 0
-    assert r.stderr.count(message) == 2, r.stderr[-3000:]
+    assert "--trace under torchrun is not supported" in r.stderr, r.stderr[-3000:]
     assert "RESULT" not in r.stdout
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("harness_sim")] == []
     assert not (tmp_path / "t.json").exists()
