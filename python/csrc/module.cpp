@@ -198,6 +198,8 @@ PYBIND11_MODULE(_C, m) {
   });
   m.def("reset_peak", &sim::reset_peak);
   m.def("set_home_device", &sim::set_home_device);
+  m.def("set_sync_debug_mode", &sim::set_sync_debug_mode, py::arg("mode"));
+  m.def("sync_debug_mode", &sim::sync_debug_mode);
   // The current sim device of this thread: the device guard's, which factories and
   // torch.accelerator use too.
   m.def("current_device", [] { return static_cast<int>(sim_guard().getDevice().index()); });

@@ -109,6 +109,26 @@ def synchronize(device=None) -> None:
     _C.synchronize(_get_device_index(device, optional=True))
 
 
+_SYNC_DEBUG_MODES = {"default": 0, "warn": 1, "error": 2}
+
+
+def set_sync_debug_mode(debug_mode) -> None:
+    """CUDA's sync debug mode, on sim: ``"warn"`` (1) warns and ``"error"`` (2) fails at every
+    wait an op makes of itself (``.item()``, a blocking copy, a host read of device data, the last
+    known while counting), with CUDA's message; explicit synchronizes are not checked, as on CUDA.
+    ``"default"`` (0) turns it off."""
+    if isinstance(debug_mode, str):
+        if debug_mode not in _SYNC_DEBUG_MODES:
+            raise RuntimeError("invalid value of debug_mode, expected one of `default`, "
+                               f"`warn`, `error`, got {debug_mode!r}")
+        debug_mode = _SYNC_DEBUG_MODES[debug_mode]
+    _C.set_sync_debug_mode(int(debug_mode))
+
+
+def get_sync_debug_mode() -> int:
+    return _C.sync_debug_mode()
+
+
 # --- streams and events: torch's generic ones (sim work completes before an op returns) ------
 Stream = torch.Stream
 Event = torch.Event
@@ -228,6 +248,7 @@ MEMBERS = ["is_available", "is_initialized", "init", "_lazy_init", "_is_in_bad_f
            "memory_reserved", "max_memory_reserved", "memory_stats", "empty_cache",
            "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed",
            "get_rng_state", "set_rng_state", "get_rng_state_all", "set_rng_state_all",
+           "set_sync_debug_mode", "get_sync_debug_mode",
            "get_amp_supported_dtype", "is_bf16_supported", "_utils", "amp"]
 
 device_module = types.ModuleType("torch.sim")

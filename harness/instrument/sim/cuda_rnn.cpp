@@ -59,8 +59,9 @@ bool cudnn_acceptable(const at::Tensor& input) {
 // nn.RNNBase.flatten_parameters() puts the weights of a CUDA module in one buffer only for the
 // dtypes torch.backends.cudnn.is_acceptable takes (float16, float32, float64): a bfloat16 module's
 // weights stay apart, and `_cudnn_rnn` copies them into a buffer of its own at every call (with
-// cuDNN's warning). Sim's modules are never flattened (they are not CUDA tensors): sim counts those
-// copies where CUDA would make them.
+// cuDNN's warning). A sim module is flattened only under `run --as-cuda` (where its tensors are
+// `is_cuda`, see cudnn_rnn_flatten_weight); sim counts the per-call copies by dtype, where CUDA
+// makes them, flattened or not.
 bool cuda_copies_weights(const at::Tensor& weight) { return weight.scalar_type() == at::kBFloat16; }
 
 constexpr const char* kWeightFormatWarning =
@@ -487,6 +488,30 @@ std::tuple<at::Tensor, at::Tensor> rnn_data(const at::Tensor& data, const at::Te
   return {std::get<0>(out), std::get<1>(out)};
 }
 
+// cudnn/RNN.cpp's _cudnn_rnn_flatten_weight (nn.RNNBase.flatten_parameters on a CUDA module):
+// one buffer of the weights' total size, zeroed (a launch), each weight copied into its place (a
+// device-to-device copy each, _copyParams) and then made a view of it (set_), so that every
+// `_cudnn_rnn` finds them in one chunk. cuDNN orders a layer's matrices before its biases, as
+// PyTorch's weight list does.
+at::Tensor cudnn_rnn_flatten_weight(at::TensorList weight_arr, int64_t /*weight_stride0*/,
+                                    c10::SymInt /*input_size*/, int64_t /*mode*/,
+                                    c10::SymInt /*hidden_size*/, c10::SymInt /*proj_size*/,
+                                    int64_t /*num_layers*/, bool /*batch_first*/,
+                                    bool /*bidirectional*/) {
+  TORCH_CHECK(!weight_arr.empty(), "_cudnn_rnn_flatten_weight_: cannot flatten empty weight list");
+  int64_t total = 0;
+  for (const at::Tensor& w : weight_arr) total += w.numel();
+  at::Tensor buffer = at::zeros({total}, weight_arr[0].options());
+  int64_t offset = 0;
+  for (const at::Tensor& w : weight_arr) {
+    at::Tensor slot = buffer.narrow(0, offset, w.numel()).view(w.sizes());
+    slot.copy_(w);
+    w.set_(slot);
+    offset += w.numel();
+  }
+  return buffer;
+}
+
 void register_composites(torch::Library& m) {
   m.impl("lstm.input", TORCH_FN(lstm_input));
   m.impl("lstm.data", TORCH_FN(lstm_data));
@@ -506,6 +531,7 @@ void register_cuda_rnn() {
   impls->impl("_cudnn_rnn", TORCH_FN(cudnn_rnn));
   impls->impl("_cudnn_rnn_backward", TORCH_FN(cudnn_rnn_backward));
   impls->impl("_cudnn_init_dropout_state", TORCH_FN(cudnn_init_dropout_state));
+  impls->impl("_cudnn_rnn_flatten_weight", TORCH_FN(cudnn_rnn_flatten_weight));
   impls->impl("_thnn_fused_lstm_cell", TORCH_FN(fused_lstm_cell));
   impls->impl("_thnn_fused_lstm_cell_backward_impl", TORCH_FN(fused_lstm_cell_backward_impl));
   impls->impl("_thnn_fused_gru_cell", TORCH_FN(fused_gru_cell));

@@ -57,6 +57,18 @@ void reset_peak(int index);
 // Explicit synchronisation of a sim device: counted as a sync ("device synchronize").
 void synchronize(int index = 0);
 
+// CUDA's sync debug mode (`torch.cuda.set_sync_debug_mode`), kept by sim: kSyncDebugOff,
+// kSyncDebugWarn (a warning at each host wait) or kSyncDebugError (the op fails before it runs).
+// As CUDA's (c10/cuda/CUDAFunctions.h, warn_or_error_on_sync in memcpy_and_sync and
+// stream_synchronize), it checks the waits an op makes of itself: an `.item()`, a blocking copy, a
+// host read of device data. Explicit device, stream and event synchronizes are not checked. Host
+// reads of device data (sync_rules.h) are known while the instrument collects.
+inline constexpr int kSyncDebugOff = 0;
+inline constexpr int kSyncDebugWarn = 1;
+inline constexpr int kSyncDebugError = 2;
+void set_sync_debug_mode(int mode);
+int sync_debug_mode() noexcept;
+
 // A CPU tensor over the same memory as sim tensor `t` (same sizes, strides and offset; nothing
 // copied or counted): for libraries that read host memory, such as Gloo.
 at::Tensor host_alias(const at::Tensor& t);

@@ -46,4 +46,8 @@ at::Tensor to_device(const at::Tensor& host_result, c10::DeviceIndex index);
 // A CPU tensor over the same memory as sim tensor `sim_tensor` (same geometry).
 at::Tensor cpu_alias(const at::Tensor& sim_tensor);
 
+// Called where an op is about to make the host wait (sync_debug_mode(), sim_device.h): warns,
+// or throws CUDA's error, as the mode says.
+void check_sync_debug_mode();
+
 }  // namespace harness::sim

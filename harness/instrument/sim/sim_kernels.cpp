@@ -123,6 +123,13 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   const bool src_sim = is_sim(src);
   const bool dst_sim = is_sim(dst);
   const int64_t bytes = dst.numel() * static_cast<int64_t>(dst.element_size());
+  // A blocking copy's sync: the host waits for the copy itself (sim runs it right here). A
+  // non-blocking copy into pageable host memory waits as well: cudaMemcpyAsync to pageable memory
+  // returns only once the copy is done (CUDA's API synchronization behavior; cuda/Copy.cu
+  // calls it without a sync of its own).
+  const bool pageable_d2h = src_sim && !dst_sim && !host_pinned(dst);
+  const bool syncs = src_sim != dst_sim && (!non_blocking || pageable_d2h);
+  if (syncs) check_sync_debug_mode();
   const int64_t begin = events::begin_time();
   at::Tensor cpu_dst = dst_sim ? cpu_alias(dst) : dst;
   const at::Tensor cpu_src = src_sim ? cpu_alias(src) : src;
@@ -132,12 +139,6 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
     const memory::ChargeTo charge_to(dst_sim ? dst.device().index() : src.device().index());
     cpu_dst.copy_(cpu_src);
   }
-  // A blocking copy's sync: the host waits for the copy itself (sim runs it right here). A
-  // non-blocking copy into pageable host memory waits as well: cudaMemcpyAsync to pageable memory
-  // returns only once the copy is done (CUDA's API synchronization behavior; cuda/Copy.cu
-  // calls it without a sync of its own).
-  const bool pageable_d2h = src_sim && !dst_sim && !host_pinned(dst);
-  const bool syncs = src_sim != dst_sim && (!non_blocking || pageable_d2h);
   const int64_t waited = syncs ? events::elapsed_since(begin) : kNotTimed;
   const int home = home_device();
   const auto foreign = [home](const at::Tensor& t) {
@@ -176,6 +177,7 @@ at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
+  check_sync_debug_mode();
   // The CPU kernel reads the element in place (it needs host memory, not a CPU tensor).
   at::Scalar value = at::native::_local_scalar_dense_cpu(self);
   // CUDA copies the value into a page-locked buffer (CUDAScalar.cu, _local_scalar_dense_cuda) and
@@ -339,6 +341,7 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const S
   std::vector<HostWait> waits;
   if (rule != nullptr && events::collecting()) {
     waits = rule->rule(schema, &(*stack)[stack->size() - schema.arguments().size()]);
+    if (!waits.empty()) check_sync_debug_mode();
   }
   FallbackCall call(schema, rule != nullptr && rule->takes_host_index_tensors);
   call.alias_arguments(stack);

@@ -259,6 +259,25 @@ void synchronize(int index) {
   SimGuardImpl().synchronizeDevice(static_cast<c10::DeviceIndex>(index));
 }
 
+namespace {
+std::atomic<int> g_sync_debug_mode{kSyncDebugOff};
+}  // namespace
+
+void set_sync_debug_mode(int mode) {
+  TORCH_CHECK(mode >= kSyncDebugOff && mode <= kSyncDebugError,
+              "invalid value of debug_mode, expected one of 0,1,2, got ", mode);
+  g_sync_debug_mode.store(mode, std::memory_order_relaxed);
+}
+
+int sync_debug_mode() noexcept { return g_sync_debug_mode.load(std::memory_order_relaxed); }
+
+void check_sync_debug_mode() {
+  const int mode = sync_debug_mode();
+  // CUDA's words (warn_or_error_on_sync), so that a program's handler of them works unchanged.
+  TORCH_CHECK(mode != kSyncDebugError, "called a synchronizing CUDA operation");
+  if (mode == kSyncDebugWarn) TORCH_WARN("called a synchronizing CUDA operation");
+}
+
 bool is_pinned_host_pointer(const void* data) noexcept {
   return data != nullptr && pinned_registry().contains(data);
 }
