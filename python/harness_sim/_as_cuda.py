@@ -1,52 +1,29 @@
 """``run --as-cuda``: a program written for CUDA runs unchanged on sim.
 
-Mapped (README, "Counting your own program"): ``torch.cuda.is_available()`` is true; a device
-``"cuda"``, ``"cuda:N"`` or ``torch.device("cuda", N)`` given to any torch function or Tensor
-method (factories, ``.to``, ``.cuda()``, ``Module.to`` / ``.cuda()``, ``pin_memory``) becomes
-``sim:N``, through a ``TorchFunctionMode``; ``torch.cuda.synchronize``, ``current_device``,
-``set_device``, ``memory_allocated`` / ``max_memory_allocated`` /
-``reset_peak_memory_stats``, ``manual_seed(_all)`` are sim's; the machine is one H100
-(``get_device_properties``, ``get_device_capability``, ``get_device_name``, ``mem_get_info``,
-``is_bf16_supported``; ``device_count`` 1 unless ``CUDA_VISIBLE_DEVICES`` names more);
-``is_current_stream_capturing`` is false; ``torch.accelerator.current_accelerator()`` is cuda; ``torch.cuda.Stream`` and
-``Event`` are stand-ins on sim's one stream (a ``synchronize()`` of either is a counted sync;
-``Event.elapsed_time`` is host time); ``torch.autocast("cuda")`` is autocast on sim.
-Not mapped, and failing with ``UnsupportedOnSim`` naming the call (exit 3): ``torch.compile``,
-CUDA graphs (``torch.cuda.graph``, ``CUDAGraph``: classes still, refused when made;
-``make_graphed_callables`` when called), Triton
-(``import triton``), custom CUDA kernels (``torch.utils.cpp_extension.load`` / ``load_inline``
-/ ``CUDAExtension``, ``torch.cuda.jiterator``).
+A device ``"cuda"``, ``"cuda:N"`` or ``torch.device("cuda", N)`` given to any torch function or
+Tensor method (factories, ``.to``, ``.cuda()``, ``Module.to`` / ``.cuda()``, ``pin_memory``)
+becomes ``sim:N``, through a ``TorchFunctionMode``; ``torch.autocast("cuda")`` and the autocast
+state that ``torch.is_autocast_enabled("cuda")`` and the like read are sim's. Every public name of
+``torch.cuda``, ``torch.backends.cuda``, ``torch.backends.cudnn`` and ``torch.accelerator`` is
+mapped, answered as one H100, left as it is or refused, as the table in ``_cuda_surface``
+(docs/as-cuda.md) says. Not mapped either, and failing with ``UnsupportedOnSim`` naming the call
+(exit 3): ``torch.compile``, Triton (``import triton``), custom CUDA kernels
+(``torch.utils.cpp_extension.load`` / ``load_inline`` / ``CUDAExtension``), ``nn.DataParallel``
+over several devices.
 """
 from __future__ import annotations
 
+import importlib
 import importlib.abc
-import os
 import sys
-import time
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-import harness_sim
+from ._cuda_surface import (UnsupportedOnSim, map_device as _map_device, refusal,
+                            refused_function, surface, visible_device_count)
 
-
-class UnsupportedOnSim(RuntimeError):
-    """A CUDA feature sim cannot run (a kernel of the program's own, a compiler, a graph)."""
-
-
-def _unsupported(call: str, why: str):
-    def refuse(*args, **kwargs):
-        raise UnsupportedOnSim(f"{call} is not supported on sim ({why}); run the program "
-                               "without it, or on a GPU")
-    return refuse
-
-
-def _map_device(d):
-    if isinstance(d, torch.device):
-        return torch.device("sim", d.index) if d.type == "cuda" else d
-    if isinstance(d, str) and (d == "cuda" or d.startswith("cuda:")):
-        return "sim" + d[4:]
-    return d
+__all__ = ["AsCuda", "UnsupportedOnSim"]
 
 
 def _map(value):
@@ -58,14 +35,43 @@ def _map(value):
 
 
 _CUDA_METHOD = torch.Tensor.cuda
+_CUDA_BACKENDS = {None, "nccl", "gloo", "cuda:nccl", "cpu:gloo,cuda:nccl", "cuda:nccl,cpu:gloo"}
+
+
+def _sim_backend(backend):
+    """A process group's backend for CUDA tensors (NCCL, Gloo, or none named: NCCL with Gloo on
+    a GPU machine) is sim's, with Gloo for the group's CPU tensors."""
+    if isinstance(backend, str) and backend.lower() in _CUDA_BACKENDS or backend is None:
+        return "cpu:gloo,sim:sim"
+    return backend
+_IS_CUDA = torch.Tensor.is_cuda  # the property: the mode sees its __get__, made anew each time
+_TYPE_METHOD = torch.Tensor.type
+
+
+def _tensor_type(tensor, dtype=None, non_blocking=False, **kwargs):
+    """``Tensor.type()`` names a sim tensor's type as CUDA's (``torch.cuda.FloatTensor``);
+    ``Tensor.type(torch.cuda.HalfTensor)`` (the class or its name) casts on sim."""
+    if dtype is None:
+        return _TYPE_METHOD(tensor).replace("torch.sim.", "torch.cuda.")
+    if isinstance(dtype, str) and dtype.startswith("torch.cuda."):
+        dtype = getattr(torch.cuda, dtype[len("torch.cuda."):])
+    if isinstance(dtype, type) and isinstance(getattr(dtype, "dtype", None), torch.dtype):
+        device = tensor.device if tensor.device.type == "sim" else torch.device(
+            "sim", torch.sim.current_device())
+        return tensor.to(device, dtype.dtype, non_blocking=non_blocking)
+    return _TYPE_METHOD(tensor, dtype, non_blocking, **kwargs)
 
 
 class CudaToSim(TorchFunctionMode):
     """Every device argument that names CUDA names sim instead; ``Tensor.cuda(n)`` is
-    ``Tensor.to("sim:n")``."""
+    ``Tensor.to("sim:n")``; a sim tensor ``is_cuda``, and its ``type()`` is CUDA's."""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if getattr(func, "__self__", None) is _IS_CUDA:
+            return args[0].device.type in ("cuda", "sim")
+        if func is _TYPE_METHOD:
+            return _tensor_type(*args, **kwargs)
         if func is _CUDA_METHOD:
             tensor, *rest = args
             device = rest[0] if rest else kwargs.pop("device", None)
@@ -80,131 +86,6 @@ class CudaToSim(TorchFunctionMode):
         args = tuple(_map(a) for a in args)
         kwargs = {k: _map(v) for k, v in kwargs.items()}
         return func(*args, **kwargs)
-
-
-class Stream:
-    """``torch.cuda.Stream`` on sim: one stream, in order; ``synchronize`` is a counted sync."""
-
-    def __init__(self, device=None, priority=0, **kwargs):
-        self.device = torch.device("sim", torch.sim.current_device())
-
-    def synchronize(self):
-        torch.sim.synchronize()
-
-    def wait_stream(self, stream):
-        pass
-
-    def wait_event(self, event):
-        pass
-
-    def record_event(self, event=None):
-        event = event or Event()
-        event.record(self)
-        return event
-
-    def query(self):
-        return True
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return False
-
-
-class Event:
-    """``torch.cuda.Event`` on sim: ``synchronize`` / ``wait`` from the host is a counted sync;
-    ``elapsed_time`` is the host time between the records, in ms."""
-
-    def __init__(self, enable_timing=False, blocking=False, interprocess=False):
-        self._t = None
-
-    def record(self, stream=None):
-        self._t = time.perf_counter_ns()
-
-    def synchronize(self):
-        torch.sim.synchronize()
-
-    def query(self):
-        return True
-
-    def wait(self, stream=None):
-        pass
-
-    def elapsed_time(self, end):
-        return (end._t - self._t) / 1e6
-
-
-class DeviceProperties:
-    """``torch.cuda.get_device_properties`` under ``--as-cuda``: one H100 SXM (sm 9.0, 80 GB, 132
-    SMs), the machine the counts stand for; the fields programs read
-    (``torch._C._CudaDeviceProperties``'s)."""
-
-    name = "NVIDIA H100 80GB HBM3"
-    major, minor = 9, 0
-    total_memory = 85_520_809_984  # 81559 MiB, as an H100 SXM reports it
-    multi_processor_count = 132
-    is_integrated = False
-    is_multi_gpu_board = False
-    max_threads_per_multi_processor = 2048
-    warp_size = 32
-    regs_per_multiprocessor = 65536
-    L2_cache_size = 52_428_800
-    gcnArchName = "NVIDIA H100 80GB HBM3"
-    uuid = "00000000-0000-0000-0000-000000000000"
-
-    def __repr__(self) -> str:
-        return (f"_CudaDeviceProperties(name='{self.name}', major={self.major}, "
-                f"minor={self.minor}, total_memory={self.total_memory // 2**20}MB, "
-                f"multi_processor_count={self.multi_processor_count}, L2_cache_size=50MB) "
-                "(harness_sim --as-cuda)")
-
-
-_H100 = DeviceProperties()
-
-
-def visible_device_count() -> int:
-    """``torch.cuda.device_count()`` under ``--as-cuda``: a machine with one GPU, unless
-    ``CUDA_VISIBLE_DEVICES`` names more (up to sim's devices), as CUDA counts them."""
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is None:
-        return 1
-    named = [d for d in visible.split(",") if d.strip()]
-    return min(len(named), torch.sim.device_count())
-
-
-def mem_get_info(device=None) -> tuple[int, int]:
-    """(free, total) bytes: the H100's total less what sim holds on the device."""
-    used = torch.sim.memory_allocated(_index(device))
-    return _H100.total_memory - used, _H100.total_memory
-
-
-def _index(device) -> int | None:
-    if device is None or isinstance(device, int):
-        return device
-    return torch.device(_map_device(torch.device(device))).index
-
-
-class _RefusedOnCall:
-    """A CUDA class sim cannot run (``CUDAGraph``): it stays a class (annotated, subclassed,
-    checked with ``isinstance``); making one is refused, naming the call."""
-
-    _call = ""
-    _why = ""
-
-    def __new__(cls, *args, **kwargs):
-        raise UnsupportedOnSim(f"{cls._call} is not supported on sim ({cls._why}); run the "
-                               "program without it, or on a GPU")
-
-
-class CUDAGraph(_RefusedOnCall):
-    _call = "torch.cuda.CUDAGraph"
-    _why = "CUDA graphs capture GPU kernels"
-
-
-class graph(_RefusedOnCall):
-    _call = "torch.cuda.graph"
-    _why = "CUDA graphs capture GPU kernels"
 
 
 def _cuda_accelerator_on_sim() -> None:
@@ -234,8 +115,7 @@ class _BlockTriton(importlib.abc.MetaPathFinder):
             # torch probing for an optional Triton (torch.utils._triton): there is none on sim
             raise ModuleNotFoundError(f"No module named {fullname!r} (harness_sim --as-cuda)",
                                       name=fullname)
-        raise UnsupportedOnSim("import triton is not supported on sim (Triton kernels are "
-                               "compiled for a GPU); run the program without it, or on a GPU")
+        raise UnsupportedOnSim(refusal("import triton", "Triton kernels are compiled for a GPU"))
 
 
 class AsCuda:
@@ -252,73 +132,25 @@ class AsCuda:
         setattr(owner, name, value)
 
     def install(self) -> None:
-        sim = torch.sim
-        cuda = torch.cuda
-        for name, value in {
-            "is_available": lambda: True, "is_initialized": lambda: True,
-            "current_device": sim.current_device,
-            "set_device": lambda d: sim.set_device(_map_device(d) if not isinstance(d, int)
-                                                    else d),
-            "synchronize": lambda device=None: sim.synchronize(
-                device if device is None or isinstance(device, int)
-                else _map_device(torch.device(device))),
-            "memory_allocated": sim.memory_allocated,
-            "memory_reserved": sim.memory_reserved,
-            "max_memory_reserved": sim.max_memory_reserved,
-            "memory_stats": sim.memory_stats,
-            "empty_cache": sim.empty_cache,
-            "max_memory_allocated": sim.max_memory_allocated,
-            "reset_peak_memory_stats": sim.reset_peak_memory_stats,
-            "manual_seed": sim.manual_seed, "manual_seed_all": sim.manual_seed_all,
-            "device_count": visible_device_count,
-            "get_device_name": lambda device=None: _H100.name,
-            "get_device_properties": lambda device=None: _H100,
-            "get_device_capability": lambda device=None: (_H100.major, _H100.minor),
-            "is_bf16_supported": lambda including_emulation=True: True,
-            # torch.optim's step() asks (Optimizer._accelerator_graph_capture_health_check):
-            # nothing is ever captured on sim
-            "is_current_stream_capturing": lambda: False,
-            "mem_get_info": mem_get_info,
-            "Stream": Stream, "Event": Event,
-            "current_stream": lambda device=None: Stream(),
-            "default_stream": lambda device=None: Stream(),
-            "stream": lambda s=None: s if s is not None else Stream(),
-            "graph": graph,
-            "CUDAGraph": CUDAGraph,
-            "make_graphed_callables": _unsupported("torch.cuda.make_graphed_callables",
-                                                   "CUDA graphs capture GPU kernels"),
-        }.items():
-            self._set(cuda, name, value)
-        # torch.accelerator names CUDA, as on a GPU machine (a program picking its device with
-        # it takes its CUDA branch); the device it names becomes sim through the mode below.
-        accelerator = torch.accelerator
-        cuda_device = torch.device("cuda")  # made before the mode, which would map it to sim
-        self._set(accelerator, "current_accelerator",
-                  lambda check_available=False: cuda_device)
-        self._set(accelerator, "device_count", visible_device_count)
-        self._set(accelerator, "is_available", lambda: True)
-        self._set(torch, "compile", _unsupported("torch.compile", "it generates Triton or C++ "
-                                                 "kernels, not sim ops"))
+        self._install_surface()
+        self._set(torch, "compile", refused_function(
+            "torch.compile", "it generates Triton or C++ kernels, not sim ops"))
         # nn.DataParallel over several devices scatters, replicates and gathers with CUDA's own
         # C++ (torch._C._scatter, ...): refused, naming it (one device runs its module directly)
         import torch.nn.parallel.comm as comm
         for name in ("scatter", "gather", "broadcast_coalesced", "reduce_add"):
-            self._set(comm, name, _unsupported(
+            self._set(comm, name, refused_function(
                 "nn.DataParallel over several devices",
                 f"torch.nn.parallel.comm.{name} is CUDA's own C++"))
         import torch.cuda.jiterator as jiterator
         self._set(jiterator, "_create_jit_fn",
-                  _unsupported("torch.cuda.jiterator", "it compiles a CUDA kernel"))
+                  refused_function("torch.cuda.jiterator", "it compiles a CUDA kernel"))
         import torch.utils.cpp_extension as ext
         for name in ("load", "load_inline", "CUDAExtension"):
-            self._set(ext, name, _unsupported(f"torch.utils.cpp_extension.{name}",
-                                              "custom CUDA kernels do not run on sim"))
-        autocast_init = torch.amp.autocast_mode.autocast.__init__
-
-        def autocast(self_, device_type, *args, **kwargs):
-            autocast_init(self_, "sim" if device_type == "cuda" else device_type, *args, **kwargs)
-
-        self._set(torch.amp.autocast_mode.autocast, "__init__", autocast)
+            self._set(ext, name, refused_function(f"torch.utils.cpp_extension.{name}",
+                                                  "custom CUDA kernels do not run on sim"))
+        self._install_autocast()
+        self._install_distributed()
         self._lightning_hook = None
         if "lightning.pytorch.accelerators.cuda" in sys.modules:
             self._patch_lightning()
@@ -332,6 +164,85 @@ class AsCuda:
                         if k == "triton" or k.startswith("triton.")}
         sys.meta_path.insert(0, self._finder)
         self._mode.__enter__()
+
+    def _install_surface(self) -> None:
+        """Every row of the table that has a stand-in: in its module, and in torch.cuda's
+        submodules that hold the same name."""
+        for module_name, rows in surface().items():
+            module = importlib.import_module(module_name)
+            for name, row in rows.items():
+                if row.value is not None:
+                    self._set(module, name, row.value)
+
+    def _install_distributed(self) -> None:
+        """A process group for CUDA (``init_process_group("nccl")``, or no backend named, which
+        is NCCL's on a GPU machine) is sim's counting backend with Gloo for CPU tensors; a
+        ``device_id`` naming CUDA names sim."""
+        import torch.distributed as dist
+        if not dist.is_available():
+            return
+        from ._distributed import register_distributed_backend
+        register_distributed_backend()
+
+        def on_sim(function, backend_position: int):
+            def wrapper(*args, **kwargs):
+                args = list(args)
+                if len(args) > backend_position:
+                    args[backend_position] = _sim_backend(args[backend_position])
+                else:
+                    kwargs["backend"] = _sim_backend(kwargs.get("backend"))
+                if "device_id" in kwargs:
+                    kwargs["device_id"] = _map(kwargs["device_id"])
+                return function(*args, **kwargs)
+            wrapper.__name__ = function.__name__
+            wrapper.__doc__ = function.__doc__
+            return wrapper
+
+        self._set(dist, "init_process_group", on_sim(dist.init_process_group, 0))
+        self._set(dist.distributed_c10d, "init_process_group",
+                  dist.init_process_group)
+        self._set(dist, "new_group", on_sim(dist.new_group, 2))
+        self._set(dist.distributed_c10d, "new_group", dist.new_group)
+
+    def _install_autocast(self) -> None:
+        """``torch.autocast("cuda")`` is autocast on sim, and the autocast state a program or a
+        library reads or sets for ``"cuda"`` (``torch.is_autocast_enabled("cuda")``,
+        ``torch.get_autocast_dtype("cuda")``, ``torch.amp.custom_fwd``'s) is sim's."""
+        autocast_init = torch.amp.autocast_mode.autocast.__init__
+
+        def autocast(self_, device_type, *args, **kwargs):
+            autocast_init(self_, "sim" if device_type == "cuda" else device_type, *args, **kwargs)
+
+        self._set(torch.amp.autocast_mode.autocast, "__init__", autocast)
+
+        def on_sim(function, default_cuda: bool):
+            def state(*args, **kwargs):
+                if args and args[0] == "cuda":
+                    args = ("sim", *args[1:])
+                elif (default_cuda and "device_type" not in kwargs
+                      and not (args and isinstance(args[0], str))):
+                    args = ("sim", *args)  # is_autocast_enabled(), set_autocast_enabled(True)
+                if kwargs.get("device_type") == "cuda":
+                    kwargs["device_type"] = "sim"
+                return function(*args, **kwargs)
+            state.__name__ = function.__name__
+            return state
+
+        for name, default_cuda in (("is_autocast_enabled", True), ("get_autocast_dtype", False),
+                                   ("set_autocast_enabled", True),
+                                   ("set_autocast_dtype", False)):
+            self._set(torch, name, on_sim(getattr(torch, name), default_cuda))
+        self._set(torch.amp, "is_autocast_available",
+                  on_sim(torch.amp.is_autocast_available, False))
+        self._set(torch.amp.autocast_mode, "is_autocast_available",
+                  on_sim(torch.amp.autocast_mode.is_autocast_available, False))
+        # custom_fwd(cast_inputs=...) casts the tensors on its device_type's device: sim's
+        cast = torch.amp.autocast_mode._cast
+        self._set(torch.amp.autocast_mode, "_cast", lambda value, device_type, dtype: cast(
+            value, "sim" if device_type == "cuda" else device_type, dtype))
+        self._set(torch, "get_autocast_gpu_dtype", lambda: torch.get_autocast_dtype("sim"))
+        self._set(torch, "set_autocast_gpu_dtype",
+                  lambda dtype: torch.set_autocast_dtype("sim", dtype))
 
     def _patch_lightning(self) -> None:
         from lightning.pytorch.accelerators import cuda as accelerator
