@@ -377,6 +377,31 @@ def test_torchrun_ranks_each_under_run_make_one_report(tmp_path, bench):
     assert compared.returncode == 0, compared.stderr
 
 
+def test_cuda_ddp_program_under_torchrun_as_cuda(tmp_path):
+    """A DDP script written for CUDA (init_process_group("nccl"), torch.cuda.set_device,
+    device_ids=[LOCAL_RANK]) runs unchanged on two sim ranks: NCCL's group is sim's."""
+    out = tmp_path / "cuda_ddp.json"
+    r = _torchrun(tmp_path, "-m", "harness_sim", "run", "--as-cuda", "--out", str(out), "--",
+                  str(PROGRAMS / "cuda_ddp.py"))
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    results = _results_by_rank(r.stdout)
+    assert sorted(results) == [0, 1] and results[0]["weights"] == results[1]["weights"]
+    assert results[0]["steps"] == 6 and results[0]["backend"] == "cpu:gloo,sim:sim"
+    v = {x["name"]: x for x in json.loads(out.read_text())["scenarios"][0]["variants"]}
+    rank0, rank1 = v["rank0/steps"]["total"], v["rank1/steps"]["total"]
+    # each counted step: DDP's gradient bucket, all-reduced on the device; every 2nd step the
+    # logged loss too (and on rank 0 read back with .item() after the step: steps 2, 4)
+    assert rank0["collective.all_reduce.count"] == rank1["collective.all_reduce.count"] == 5 + 2
+    sites = {(s["op"], s["reason"]): s["count"] for s in v["rank0/steps"]["sync_sites"]}
+    assert sites[("aten::_local_scalar_dense", "item")] == 2
+    assert f"2 x aten::_local_scalar_dense (item) in (none) at {PROGRAMS / 'cuda_ddp.py'}:55 " \
+        "in main" in r.stderr
+    # the Reducer rebuilds its buckets once, in the second iteration's forward, reading the
+    # bucket indices back to the host (DDP's _pre_forward -> reducer._rebuild_buckets())
+    assert sites[("aten::copy_", "blocking copy D2H")] == 2
+    assert rank0["sync.count"] == 2 + 2 and rank1["sync.count"] == 2
+
+
 def test_torchrun_over_several_nodes_is_bad_input(tmp_path, monkeypatch, capsys):
     for name, value in (("TORCHELASTIC_RUN_ID", "job"), ("WORLD_SIZE", "4"),
                         ("LOCAL_WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("MASTER_PORT", "1")):
