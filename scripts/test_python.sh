@@ -22,8 +22,8 @@ py=$("$repo/scripts/python_env.sh")
 say "installing harness_sim into $(dirname "$(dirname "$py")")"
 (cd "$repo" && "$py" -m pip install --no-build-isolation --disable-pip-version-check -q ./python) ||
   { say "error: pip could not build and install ./python"; exit 1; }
-if ! "$py" -c "import hta, jsonargparse, docstring_parser, typeshed_client, hydra, expecttest, torchvision" 2>/dev/null; then
-  say "installing python/requirements-extra.txt (HolisticTraceAnalysis, jsonargparse, Hydra, expecttest, torchvision) for the trace, LightningCLI, Hydra, OpInfo and torchvision tests"
+if ! "$py" -c "import hta, jsonargparse, docstring_parser, typeshed_client, hydra, expecttest, torchvision, transformers, accelerate" 2>/dev/null; then
+  say "installing python/requirements-extra.txt (HolisticTraceAnalysis, jsonargparse, Hydra, expecttest, torchvision, transformers, accelerate) for the trace, LightningCLI, Hydra, OpInfo, torchvision and Hugging Face tests"
   "$py" -m pip install -q --disable-pip-version-check -r "$repo/python/requirements-extra.txt" ||
     say "warning: pip could not install python/requirements-extra.txt: the HTA, LightningCLI, Hydra and OpInfo tests are skipped"
 fi
