@@ -84,9 +84,15 @@ class History(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         self.assertIn("0 regressions in the newest 5 runs, 0 earlier changes", r.stdout)
 
-        # A later commit that syncs once more per step in one variant.
+        # A later commit that syncs once more per step in one variant. Its reports carry no
+        # times: a real run's times, judged against runs of another commit, are a regression
+        # whenever this shared machine was busier then (CI once saw +184 % step CPU time), and
+        # this test is about counts. A report without timing is valid (history skips the series).
         for i in range(3):
             doc = json.load(open(self.reports[i]))
+            for each in doc["scenarios"][0]["variants"]:
+                each.pop("timing")
+                each.pop("samples")
             v = variant(doc, "resume_move_all/foreach")
             v["per_step"]["sync.count"] += 1
             raised = self.path(f"raised{i}.json")
