@@ -29,6 +29,8 @@ def callbacks() -> list:
     """The entry point Lightning's callback connector loads for each Trainer."""
     if _active is None:
         return []
+    # Here, not at the top: `import harness_sim` imports this module, and .lightning imports
+    # Lightning, which only a program that uses it should pay for.
     from .lightning import RunCallback
     return [RunCallback(_active["windows"], _active["lightning_steps"])]
 
@@ -37,7 +39,7 @@ def _register() -> None:
     partial = sys.modules.get("harness_sim.lightning")
     if partial is not None and not hasattr(partial, "register_accelerator"):
         return  # harness_sim.lightning is importing Lightning: it registers itself at its end
-    from .lightning import register_accelerator
+    from .lightning import register_accelerator  # here: once Lightning is imported (see callbacks)
     register_accelerator()
 
 

@@ -11,6 +11,7 @@ from lightning.pytorch.strategies import DDPStrategy, SingleDeviceStrategy
 from lightning.pytorch.strategies.launchers.subprocess_script import _SubprocessScriptLauncher
 
 import harness_sim
+from ._run_ranks import _StartedRanks
 
 
 class SimAccelerator(Accelerator):
@@ -141,7 +142,6 @@ class SimDDPStrategy(DDPStrategy):
         super()._configure_launcher()
         # Under `python -m harness_sim run`, the local ranks Lightning starts by running the
         # program again run under `run` too, so that rank 0's report holds every rank's count.
-        from ._run import _StartedRanks
         if _StartedRanks.active is not None and \
                 type(self._launcher) is _SubprocessScriptLauncher:
             self._launcher = _RankCountingLauncher(self.cluster_environment, self.num_processes,
@@ -174,7 +174,6 @@ class _RankCountingLauncher(_SubprocessScriptLauncher):
     def _call_children_scripts(self) -> None:
         from lightning.pytorch.strategies.launchers import subprocess_script
 
-        from ._run import _StartedRanks
         ranks = _StartedRanks.active
         basic_command = subprocess_script._basic_subprocess_cmd
         hydra_command = subprocess_script._hydra_subprocess_cmd

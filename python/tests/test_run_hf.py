@@ -15,7 +15,7 @@ import re
 import pytest
 
 from conftest import REPO
-from harness_sim import _run
+from harness_sim import _run_output
 from harness_sim._run import main as run
 
 PROGRAMS = REPO / "examples" / "programs"
@@ -54,7 +54,7 @@ def _count(monkeypatch, tmp_path, program: str):
     count (phase, op, reason), not its lines: those are read where run's summary reads them
     (all of them, where the summary prints the first and "(+N more)")."""
     lines = {}
-    summary = _run._summary
+    summary = _run_output._summary
 
     def keep_lines(windows, *args, **kwargs):
         for site in windows._at_last_boundary["sync_sites"]:
@@ -63,7 +63,7 @@ def _count(monkeypatch, tmp_path, program: str):
                 lines[(site["reason"], frame)] = lines.get((site["reason"], frame), 0) + n
         return summary(windows, *args, **kwargs)
 
-    monkeypatch.setattr(_run, "_summary", keep_lines)
+    monkeypatch.setattr(_run_output, "_summary", keep_lines)
     out = tmp_path / "report.json"
     assert run(["--as-cuda", "--out", str(out), "--", str(PROGRAMS / program)]) == 0
     (scenario,) = json.loads(out.read_text())["scenarios"]

@@ -1,0 +1,291 @@
+"""``python -m harness_sim run``'s options: the parser, and every check made of them before the
+program runs, so that bad usage exits 2 with nothing run and nothing written."""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import shutil
+import sys
+
+from . import _C
+from ._run_exit import EXIT_OK, EXIT_USAGE
+from ._run_ranks import _rank_report, _rank_trace, _TorchrunPeers
+
+DEFAULT_SKIP = 1
+
+_EPILOG = f"""\
+Steps: one per optimizer.step() of any torch.optim.Optimizer (--steps-from optimizer), or one per
+Lightning training batch (--steps-from lightning). A step's window runs from the end of the
+previous step (or the start) to the end of this one. --skip-steps (default {DEFAULT_SKIP}) leaves
+the first steps out of the per-step figures: the first window holds the program's set-up (the
+model's H2D copies, the optimizer's lazily created state), which a steady-state step does not.
+What follows the last step is counted in the program's total, never per step.
+
+Exit codes: 0 ok, 1 a gate failed, 2 bad usage or input, 3 the program failed, 130/143 on
+SIGINT/SIGTERM."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m harness_sim run",
+        usage="python -m harness_sim run [options] -- SCRIPT.py [ARGS...]\n"
+              "       python -m harness_sim run [options] -m MODULE [ARGS...]",
+        description="Count an unmodified training program's launches, copies, syncs and "
+                    "collectives per step on the simulated device.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--as-cuda", action="store_true",
+                   help="run a program written for CUDA unchanged: 'cuda' devices, .cuda() and "
+                        "torch.cuda's API land on sim (README: what is mapped)")
+    p.add_argument("-o", "--out", help="write the schema-v1 report here (atomically)")
+    p.add_argument("-g", "--gate", action="append", default=[],
+                   help="evaluate this gate file on the report; exit 1 if a rule fails "
+                        "(repeatable; needs the bench binary)")
+    p.add_argument("--trace", metavar="PATH",
+                   help="write a timeline of the program as bench --trace does (atomically): "
+                        "steps, phases, every launch, copy, sync and collective")
+    p.add_argument("--trace-format", choices=("chrome", "kineto"), default="chrome",
+                   help="chrome (default): one Chrome/Perfetto JSON file; kineto: PATH is a "
+                        "directory, and rank0.pt.trace.json in it is shaped as PyTorch's "
+                        "profiler writes it (HolisticTraceAnalysis reads it)")
+    p.add_argument("--baseline", help="baseline report for the gates' baseline rules and --html")
+    p.add_argument("--html", help="write bench's HTML page of the report (needs the bench binary)")
+    p.add_argument("--bench", help="the bench binary for --gate / --html (default: $HARNESS_BENCH, "
+                                   "else `bench` on PATH)")
+    p.add_argument("--steps-from", choices=("optimizer", "lightning"), default="optimizer",
+                   help="what ends a step (default: optimizer)")
+    p.add_argument("--skip-steps", type=int, default=DEFAULT_SKIP, metavar="K",
+                   help=f"leave the first K steps out of the per-step figures (default "
+                        f"{DEFAULT_SKIP}: the first holds the set-up)")
+    p.add_argument("--scenario", help="the report's scenario name (default: the script's or "
+                                      "module's name)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
+    # A rank the program started itself (Lightning's DDP runs the script again per local rank):
+    # run counts it as well and writes its report as DIR/rank<LOCAL_RANK>.json for rank 0's run
+    # to merge (see _StartedRanks).
+    p.add_argument("--rank-dir", help=argparse.SUPPRESS)
+    # With --rank-dir: trace the rank too (into DIR, for rank 0's run to merge), with rank 0's
+    # trace origin "ORIGIN_NS,UNIX_NS".
+    p.add_argument("--rank-trace-origin", help=argparse.SUPPRESS)
+    return p
+
+
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """The checked options of one run. A rank other than 0 (one the program started, or
+    torchrun's) has already been made one by _as_rank: its report into the ranks' directory, no
+    gates, no HTML, no summary."""
+
+    script: str | None
+    module: str | None
+    program_args: list[str]
+    as_cuda: bool
+    out: str | None
+    gate: list[str]
+    trace: str | None
+    trace_format: str
+    baseline: str | None
+    html: str | None
+    steps_from: str
+    skip_steps: int
+    scenario: str | None
+    quiet: bool
+    rank_dir: str | None
+    rank_trace_origin: tuple[int, int] | None
+    bench: str | None  # the bench binary, found, when the gates or --html are to run
+    torchrun: _TorchrunPeers | None  # on local rank 0 of a torchrun job: its other ranks
+
+    @property
+    def name(self) -> str:
+        """The report's scenario."""
+        return self.scenario or (os.path.splitext(os.path.basename(self.script))[0]
+                                 if self.script else self.module)
+
+    def for_started_ranks(self, trace) -> list[str]:
+        """The options of each rank the program starts, run again under run: this run's counting,
+        and, with a trace, its format and this trace's clock origin."""
+        child = ["--scenario", self.name, "--steps-from", self.steps_from,
+                 "--skip-steps", str(self.skip_steps)] + (["--as-cuda"] if self.as_cuda else [])
+        if trace is not None:
+            child += ["--trace-format", self.trace_format,
+                      "--rank-trace-origin", ",".join(str(x) for x in trace.origin())]
+        return child
+
+
+class _Usage(Exception):
+    """Bad usage: why, printed after the usage line."""
+
+
+def parse_options(argv: list[str]) -> RunOptions | int:
+    """run's options in `argv`, checked; or, when nothing is to run, run's exit status: 0 after
+    -h, 2 after bad usage (the usage line and why are on stderr)."""
+    parser = _parser()
+    options, script, module, program_args = _split(argv)
+    if "-h" in options or "--help" in options:
+        parser.print_help()
+        return EXIT_OK
+    try:
+        args = parser.parse_args(options)
+    except SystemExit as e:  # argparse has printed why
+        return EXIT_USAGE if e.code else EXIT_OK
+    try:
+        return _checked(args, script, module, program_args)
+    except _Usage as e:
+        return _usage(parser, str(e))
+
+
+def _split(argv: list[str]) -> tuple[list[str], str | None, str | None, list[str]]:
+    """(options, script, module, program args): options end at `--` or at `-m MODULE`."""
+    for i, arg in enumerate(argv):
+        if arg == "--":
+            rest = argv[i + 1:]
+            if rest[:1] == ["-m"]:
+                return argv[:i], None, (rest[1] if len(rest) > 1 else ""), rest[2:]
+            return argv[:i], (rest[0] if rest else ""), None, rest[1:]
+        if arg == "-m":
+            return argv[:i], None, (argv[i + 1] if i + 1 < len(argv) else ""), argv[i + 2:]
+    return argv, None, None, []
+
+
+def _usage(parser: argparse.ArgumentParser, message: str) -> int:
+    parser.print_usage(sys.stderr)
+    print(f"python -m harness_sim run: error: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def _checked(args: argparse.Namespace, script: str | None, module: str | None,
+             program_args: list[str]) -> RunOptions:
+    """The options, each checked in the order that picks the message a bad command line gets;
+    raises _Usage."""
+    _check_program(args, script, module)
+    job, torchrun = _torchrun_job(args)
+    _check_rank(args)
+    bench = _bench(args)
+    _check_paths(args)
+    if job is not None and torchrun is None:  # torchrun's rank r > 0, its flags checked as rank 0's
+        os.makedirs(job[0], exist_ok=True)
+        _as_rank(args, job[0])
+        bench = None
+    if args.trace:  # an unwritable --trace is found now, not after the program ran
+        message = _check_trace(args.trace, args.trace_format)
+        if message:
+            raise _Usage(message)
+    return RunOptions(
+        script=script, module=module, program_args=program_args, as_cuda=args.as_cuda,
+        out=args.out, gate=args.gate, trace=args.trace, trace_format=args.trace_format,
+        baseline=args.baseline, html=args.html, steps_from=args.steps_from,
+        skip_steps=args.skip_steps, scenario=args.scenario, quiet=args.quiet,
+        rank_dir=args.rank_dir, rank_trace_origin=args.rank_trace_origin, bench=bench,
+        torchrun=torchrun)
+
+
+def _check_program(args: argparse.Namespace, script: str | None, module: str | None) -> None:
+    if script is None and module is None:
+        raise _Usage("no program: give `-- SCRIPT.py [ARGS...]` or `-m MODULE [ARGS...]`")
+    if script == "" or module == "":
+        raise _Usage("`--` or `-m` must be followed by the program")
+    if script is not None and not os.path.isfile(script):
+        raise _Usage(f"no such script: {script}")
+    if args.skip_steps < 0:
+        raise _Usage("--skip-steps must be >= 0")
+
+
+def _torchrun_job(args: argparse.Namespace
+                  ) -> tuple[tuple[str, int, int] | None, _TorchrunPeers | None]:
+    """(_TorchrunPeers.of_this_job(), and on its local rank 0 the other ranks to merge) when this
+    run is a rank of a torchrun job, else (None, None)."""
+    job = None if args.rank_dir else _TorchrunPeers.of_this_job()
+    if job is None:
+        return None, None
+    directory, local_rank, local_world = job
+    if local_world != int(os.environ["WORLD_SIZE"]):
+        raise _Usage(f"under torchrun, run merges the ranks of one node: this job has "
+                     f"{os.environ['WORLD_SIZE']} ranks on nodes of {local_world}")
+    if args.trace:
+        raise _Usage("--trace under torchrun is not supported: trace the program "
+                     "on one rank, or as Lightning's DDP starts its ranks")
+    return job, (_TorchrunPeers(directory, local_world) if local_rank == 0 else None)
+
+
+def _check_rank(args: argparse.Namespace) -> None:
+    """--rank-dir and --rank-trace-origin; a rank the program started becomes one (_as_rank)."""
+    if args.rank_trace_origin is not None and not args.rank_dir:
+        raise _Usage("--rank-trace-origin is for a rank run with --rank-dir")
+    if not args.rank_dir:
+        return
+    # A rank the program started: its report for rank 0's run, nothing else.
+    if not os.path.isdir(args.rank_dir):
+        raise _Usage(f"--rank-dir {args.rank_dir}: no such directory")
+    if args.rank_trace_origin is not None:
+        try:
+            origin = tuple(int(x) for x in args.rank_trace_origin.split(","))
+        except ValueError:
+            origin = ()
+        if len(origin) != 2:
+            raise _Usage(f"--rank-trace-origin {args.rank_trace_origin}: ORIGIN_NS,UNIX_NS")
+        args.rank_trace_origin = origin
+    _as_rank(args, args.rank_dir)
+
+
+def _bench(args: argparse.Namespace) -> str | None:
+    """The bench binary, when --gate or --html need it."""
+    if not (args.gate or args.html):
+        return None
+    bench = _find_bench(args.bench)
+    if bench is None:
+        raise _Usage("--gate and --html need the bench binary: pass --bench PATH or "
+                     "set HARNESS_BENCH (./scripts/setup.sh builds build/bench/bench)")
+    return bench
+
+
+def _find_bench(explicit: str | None) -> str | None:
+    for candidate in (explicit, os.environ.get("HARNESS_BENCH"), shutil.which("bench")):
+        if candidate and os.access(candidate, os.X_OK) and os.path.isfile(candidate):
+            return candidate
+    return None
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """The files read exist, and the directories the outputs go into."""
+    for path, what in [(g, "--gate") for g in args.gate] + [(args.baseline, "--baseline")]:
+        if path and not os.path.isfile(path):
+            raise _Usage(f"{what} {path}: no such file")
+    for path, what in ((args.out, "--out"), (args.html, "--html")):
+        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+            raise _Usage(f"{what} {path}: its directory does not exist")
+
+
+def _as_rank(args: argparse.Namespace, rank_dir: str) -> None:
+    """Makes this run a rank other than 0 (one Lightning started, or torchrun's): its report (and,
+    with a trace origin from rank 0, its trace) into `rank_dir` for rank 0's run, nothing else."""
+    rank = int(os.environ.get("LOCAL_RANK", "0"))
+    args.rank_dir = rank_dir
+    args.out = _rank_report(rank_dir, rank)
+    args.quiet, args.gate, args.html, args.baseline = True, [], None, None
+    args.trace = None
+    if args.rank_trace_origin:
+        args.trace = (_rank_trace(rank_dir, rank, "chrome") if args.trace_format == "chrome" else
+                      os.path.join(rank_dir, "kineto"))
+
+
+def _check_trace(path: str, fmt: str) -> str | None:
+    """Why --trace PATH cannot be written as --trace-format asks (None: it can), as bench
+    checks it: chrome, a file whose directory exists and is writable; kineto, a directory
+    (created now) in which rank0.pt.trace.json can be written."""
+    target = path
+    if fmt == "kineto":
+        if path == "-":
+            return "--trace -: --trace-format kineto writes a file into a directory"
+        if os.path.exists(path) and not os.path.isdir(path):
+            return (f"--trace {path}: is not a directory (--trace-format kineto writes "
+                    "rank0.pt.trace.json into one)")
+        try:
+            os.makedirs(path, exist_ok=True)
+        except OSError as e:
+            return f"--trace {path}: {e.strerror}"
+        target = _C.kineto_trace_file(path, 0)
+    try:
+        _C.check_writable(target, "--trace")
+    except _C.InputError as e:
+        return str(e)
+    return None
