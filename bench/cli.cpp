@@ -61,6 +61,13 @@ void define_flags(CLI::App& app, BenchOptions& o) {
                "In --gbench-out, one entry per measured step plus mean/median/stddev aggregates "
                "(for compare.py's U test)");
   app.add_option("-g,--gate", o.gates, "Evaluate this gate file; exit 1 if a rule fails (repeatable)");
+  app.add_option("--expect", o.expect,
+                 "Check the run's sync and copy sites by line against this expectations file "
+                 "(docs/expectations.md); exit 1 on a site not in it or above its count")
+      ->check(CLI::ExistingFile);
+  app.add_option("--write-expectations", o.write_expectations,
+                 "Write the run's sync and copy sites by line, with their counts per step, as an "
+                 "expectations file to edit and commit");
   app.add_option("--baseline", o.baseline,
                  "Baseline report for the gates' baseline rules (and --html's side-by-side "
                  "charts)");

@@ -18,6 +18,7 @@
 #include "harness/instrument/instrument.h"
 #include "harness/instrument/phase.h"
 #include "harness/interrupt.h"
+#include "harness/report/gates/expectations.h"
 #include "harness/report/gates/gate.h"
 #include "harness/report/io/gbench_json.h"
 #include "harness/report/html/html_report.h"
@@ -140,6 +141,9 @@ ExitCode run_bench(const BenchOptions& o) {
   check_variant_filters(o, chosen);
   std::vector<GateFile> gates;
   for (const std::string& path : o.gates) gates.push_back(parse_gate_file(path));
+  std::optional<ExpectationsFile> expectations;
+  if (!o.expect.empty()) expectations = parse_expectations_file(o.expect);
+  check_writable_destination(o.write_expectations, "--write-expectations");
   std::optional<RunReport> baseline;
   if (!o.baseline.empty()) baseline = read_report_file(o.baseline);
   check_writable_destination(o.json_out, "--out");
@@ -298,6 +302,16 @@ ExitCode run_bench(const BenchOptions& o) {
     console << format_gate_outcome(outcomes.back(), o.strict);
     gates_passed = gates_passed && outcomes.back().passed(o.strict);
   }
+  if (expectations) {
+    const ExpectationCheck check = check_expectations(*expectations, report);
+    console << check.text(o.strict);
+    gates_passed = gates_passed && !check.failed(o.strict);
+  }
+  if (!o.write_expectations.empty()) {
+    write_file_atomically(o.write_expectations,
+                          expectations_json(report, "written by bench from a run; give each "
+                                                    "site a reason").dump(2) + "\n");
+  }
   if (!o.markdown_out.empty()) {  // after the gates, whose outcomes it ends with
     std::string markdown = render_markdown(report);
     for (const GateOutcome& g : outcomes) markdown += format_gate_outcome_markdown(g, o.strict);
@@ -317,7 +331,7 @@ ExitCode run_bench(const BenchOptions& o) {
   // What was written, as bench compare says it (an output that failed has thrown before this).
   std::vector<std::string> written;
   for (const std::string* out : {&o.json_out, &o.markdown_out, &o.html_out, &o.trace_out,
-                                 &o.gbench_out}) {
+                                 &o.gbench_out, &o.write_expectations}) {
     if (!out->empty()) written.push_back(*out == "-" ? "stdout" : *out);
   }
   if (!written.empty()) std::cerr << "bench: wrote " << join(written) << "\n";

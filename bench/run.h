@@ -21,6 +21,8 @@ struct BenchOptions {
   std::string gbench_out;    // --gbench-out: Google Benchmark JSON
   bool gbench_repetitions = false;  // --gbench-repetitions: one entry per step
   std::vector<std::string> gates;
+  std::string expect;              // --expect: an expectations file (expectations.h)
+  std::string write_expectations;  // --write-expectations: write one from this run
   std::string baseline;
   bool list = false;
   bool phases = false;   // --phases: the console also shows each variant's phases

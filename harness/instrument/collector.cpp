@@ -89,6 +89,13 @@ std::string nccl_kernel_name(const std::string& op) {
   return "ncclDevKernel_" + camel;
 }
 
+// A site on the trace: the program's line, and the library's.
+void add_site_args(TraceArgs& args, const Site& site) {
+  if (!site.frame.empty()) args["site"] = site.frame;
+  if (!site.library.empty()) args["library site"] = site.library;
+  if (!site.allowed.empty()) args["allowed"] = site.allowed;
+}
+
 }  // namespace
 
 void EventCollector::add_copy(PhaseCounts& counts, CopyKind kind, int64_t bytes,
@@ -104,11 +111,12 @@ void EventCollector::add_copy(PhaseCounts& counts, CopyKind kind, int64_t bytes,
 }
 
 void EventCollector::trace_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
-                                bool cross_device) {
+                                bool cross_device, const Site& site) {
   const int64_t end = trace_clock_ns();
   const int64_t begin = begin_ns ? begin_ns : end;
   const uint64_t correlation = trace_->next_correlation();
   TraceArgs args = {{"phase", Phase::current_name()}, {"kind", to_string(kind)}};
+  add_site_args(args, site);
   trace_->add_host_call("", "cudaMemcpyAsync", correlation, begin, end, args);
   args["bytes"] = bytes;
   args["host memory"] = host_pinned ? "pinned" : "pageable";
@@ -117,30 +125,57 @@ void EventCollector::trace_copy(CopyKind kind, int64_t bytes, bool host_pinned, 
                           -1, kSimComputeStream, correlation, begin, end, std::move(args));
 }
 
+void EventCollector::add_copy_site(const Phase::Current& phase, CopyKind kind, const char* how,
+                                   const Site& site, int64_t bytes) {
+  const char* name = kind == CopyKind::HostToDevice ? "H2D" : "D2H";  // as reports name them
+  CopySiteTally& tally =
+      counts_.copy_sites[CopySiteKey{phase.name, name, how, site.frame, site.library}];
+  tally.count += 1;
+  tally.bytes += bytes;
+}
+
 void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
-                                 int64_t begin_ns, bool cross_device) {
+                                 int64_t begin_ns, bool cross_device, bool tensor_copy) {
+  const bool sited = tensor_copy && kind != CopyKind::DeviceToDevice && !host_pinned;
+  const Site site = sited || trace_ ? current_site() : Site{};  // before the lock (site.h)
   {
     std::lock_guard<std::mutex> lock(mu_);
-    add_copy(current_phase_counts(), kind, bytes, host_pinned, cross_device);
+    Phase::Current phase{};
+    add_copy(current_phase_counts(&phase), kind, bytes, host_pinned, cross_device);
+    if (sited) add_copy_site(phase, kind, "pageable", site, bytes);
   }
-  if (trace_) trace_copy(kind, bytes, host_pinned, begin_ns, cross_device);
+  if (trace_) trace_copy(kind, bytes, host_pinned, begin_ns, cross_device, site);
 }
 
 void EventCollector::record_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned,
                                           int64_t begin_ns, bool cross_device,
                                           std::string_view op, std::string_view reason,
-                                          int64_t wait_ns) {
-  if (trace_ || sync_observer_) {  // the trace's order and the observer's lock-free call
-    record_copy(kind, bytes, host_pinned, begin_ns, cross_device);
-    record_sync(op, reason, wait_ns);
-    return;
+                                          int64_t wait_ns, bool tensor_copy) {
+  const Site site = current_site();  // before the lock (site.h)
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    Phase::Current phase{};
+    add_copy(current_phase_counts(&phase), kind, bytes, host_pinned, cross_device);
+    if (tensor_copy && kind != CopyKind::DeviceToDevice) {
+      add_copy_site(phase, kind, "blocking", site, bytes);
+    }
+    if (!trace_) {
+      add_sync(op, reason, wait_ns, /*collective=*/false, site);
+      return;
+    }
   }
+  // On the trace, the copy's slice comes before the sync's.
+  trace_copy(kind, bytes, host_pinned, begin_ns, cross_device, site);
   std::lock_guard<std::mutex> lock(mu_);
-  Phase::Current phase{};
-  PhaseCounts& counts = current_phase_counts(&phase);
-  add_copy(counts, kind, bytes, host_pinned, cross_device);
-  counts.add_sync(wait_ns, /*collective=*/false);
-  sync_slot(phase, op, reason).tally->add_sync(wait_ns);
+  add_sync(op, reason, wait_ns, /*collective=*/false, site);
+}
+
+SyncSiteTally& EventCollector::sync_tally(const Phase::Current& phase, std::string_view op,
+                                          std::string_view reason, const Site& site) {
+  if (site.empty()) return *sync_slot(phase, op, reason).tally;
+  // A site with a frame: frames are built per call (a Python frame's text), so by text.
+  return counts_.sync_sites[SyncSiteKey{phase.name, std::string(op), std::string(reason),
+                                        site.frame, site.library, site.allowed}];
 }
 
 const EventCollector::SyncSlot& EventCollector::sync_slot(const Phase::Current& phase,
@@ -171,37 +206,28 @@ const EventCollector::SyncSlot& EventCollector::sync_slot(const Phase::Current& 
   return last_sync_;
 }
 
-const SyncSiteKey& EventCollector::add_sync(std::string_view op, std::string_view reason,
-                                            int64_t wait_ns, bool collective) {
+void EventCollector::add_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
+                              bool collective, const Site& site) {
   Phase::Current phase{};
   current_phase_counts(&phase).add_sync(wait_ns, collective);
-  const SyncSlot& slot = sync_slot(phase, op, reason);
-  slot.tally->add_sync(wait_ns);
+  sync_tally(phase, op, reason, site).add_sync(wait_ns);
   if (trace_) {
     const int64_t now = trace_clock_ns();
+    TraceArgs args = {{"reason", reason}, {"phase", phase.name}};
+    add_site_args(args, site);
     if (wait_ns < 0) {
-      trace_->add_instant("syncs", op, "sync", now, {{"reason", reason}, {"phase", phase.name}});
+      trace_->add_instant("syncs", op, "sync", now, std::move(args));
     } else {
-      trace_->add_span("syncs", op, "sync", now - wait_ns, now,
-                       {{"reason", reason}, {"phase", phase.name}});
+      trace_->add_span("syncs", op, "sync", now - wait_ns, now, std::move(args));
     }
   }
-  return *slot.key;
 }
 
 void EventCollector::record_any_sync(std::string_view op, std::string_view reason,
                                      int64_t wait_ns, bool collective) {
-  if (!sync_observer_) {
-    std::lock_guard<std::mutex> lock(mu_);
-    add_sync(op, reason, wait_ns, collective);
-    return;
-  }
-  SyncSiteKey site;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    site = add_sync(op, reason, wait_ns, collective);
-  }
-  sync_observer_(site);  // outside the lock (it may take Python's GIL)
+  const Site site = current_site();  // before the lock (site.h)
+  std::lock_guard<std::mutex> lock(mu_);
+  add_sync(op, reason, wait_ns, collective, site);
 }
 
 void EventCollector::record_sync(std::string_view op, std::string_view reason, int64_t wait_ns) {
@@ -333,8 +359,8 @@ void record_launch(std::string_view op, int64_t begin_ns) noexcept {
   HARNESS_FORWARD_EVENT(record_launch(op, begin_ns));
 }
 void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
-                 bool cross_device) noexcept {
-  HARNESS_FORWARD_EVENT(record_copy(kind, bytes, host_pinned, begin_ns, cross_device));
+                 bool cross_device, bool tensor_copy) noexcept {
+  HARNESS_FORWARD_EVENT(record_copy(kind, bytes, host_pinned, begin_ns, cross_device, tensor_copy));
 }
 void record_collective_sync(std::string_view op, std::string_view reason,
                             int64_t wait_ns) noexcept {
@@ -348,9 +374,9 @@ void record_sync(std::string_view op, std::string_view reason, int64_t wait_ns) 
 }
 void record_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
                           bool cross_device, std::string_view op, std::string_view reason,
-                          int64_t wait_ns) noexcept {
+                          int64_t wait_ns, bool tensor_copy) noexcept {
   HARNESS_FORWARD_EVENT(record_copy_and_sync(kind, bytes, host_pinned, begin_ns, cross_device, op,
-                                             reason, wait_ns));
+                                             reason, wait_ns, tensor_copy));
 }
 void record_collective(std::string_view name, int64_t bytes) noexcept {
   HARNESS_FORWARD_EVENT(record_collective(name, bytes));

@@ -17,6 +17,7 @@
 
 #include "harness/instrument/counts.h"
 #include "harness/instrument/phase.h"
+#include "harness/instrument/site.h"
 
 namespace harness {
 
@@ -48,16 +49,19 @@ class EventCollector {
  public:
   // `begin_ns` (trace_clock_ns()) is when the op or copy started, for the trace; 0: just now.
   void record_launch(std::string_view op, int64_t begin_ns = 0);
+  // `tensor_copy`: a copy between tensors that the program asked for (copy_, Tensor.to), not a
+  // read an op makes of its own result (item's, nonzero's count): a pageable H2D or D2H one has a
+  // copy site (site.h).
   void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns = 0,
-                   bool cross_device = false);
+                   bool cross_device = false, bool tensor_copy = false);
   // `wait_ns`: the host time spent waiting in it (kNotTimed: not measured). A timed sync is a span
   // on the trace, ending now.
   void record_sync(std::string_view op, std::string_view reason, int64_t wait_ns = kNotTimed);
   // A copy that is also a sync (a blocking copy, .item()'s read): record_copy then record_sync,
-  // under one lock.
+  // under one lock. A blocking H2D or D2H `tensor_copy` has a copy site.
   void record_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
                             bool cross_device, std::string_view op, std::string_view reason,
-                            int64_t wait_ns);
+                            int64_t wait_ns, bool tensor_copy = false);
   // A host sync that waited for collective `op` (barrier(), or a collective on CPU tensors):
   // counted in syncs and apart (`collective_syncs`), with its site.
   void record_collective_sync(std::string_view op, std::string_view reason,
@@ -83,11 +87,6 @@ class EventCollector {
   // Also put every event on this timeline (nullptr: counts only).
   void set_trace(TraceRecorder* trace) { trace_ = trace; }
   bool tracing() const { return trace_ != nullptr; }
-  // Called after each sync is counted (collective waits included), outside the collector's lock,
-  // on the thread that synced: to note where a sync came from (the Python package records the
-  // caller's frame). Set before counting starts; empty: none.
-  using SyncObserver = std::function<void(const SyncSiteKey& site)>;
-  void set_sync_observer(SyncObserver observer) { sync_observer_ = std::move(observer); }
 
  private:
   // The innermost phase's counts (the phase itself in `phase`, if asked). Requires mu_.
@@ -95,15 +94,22 @@ class EventCollector {
   static void add_copy(PhaseCounts& counts, CopyKind kind, int64_t bytes, bool host_pinned,
                        bool cross_device);
   void trace_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
-                  bool cross_device);
+                  bool cross_device, const Site& site);
+  // A copy site's tally. Requires mu_.
+  void add_copy_site(const Phase::Current& phase, CopyKind kind, const char* how,
+                     const Site& site, int64_t bytes);
   int64_t& launch_slot(std::string_view op);  // requires mu_
-  // Counts a sync; returns its site's key (a node of counts_.sync_sites). Requires mu_.
-  const SyncSiteKey& add_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
-                              bool collective);
-  // The site's tally in `phase`, looked up by the addresses of its names. Requires mu_.
+  // Counts a sync at `site` (site.h; resolved before the lock: a resolver may take Python's
+  // GIL). Requires mu_.
+  void add_sync(std::string_view op, std::string_view reason, int64_t wait_ns, bool collective,
+                const Site& site);
+  // The site's tally in `phase`: looked up by the addresses of its names where it has no frame,
+  // else by its text. Requires mu_.
   struct SyncSlot;
   const SyncSlot& sync_slot(const Phase::Current& phase, std::string_view op,
                             std::string_view reason);
+  SyncSiteTally& sync_tally(const Phase::Current& phase, std::string_view op,
+                            std::string_view reason, const Site& site);
   void record_any_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
                        bool collective);
 
@@ -151,7 +157,6 @@ class EventCollector {
   std::string_view last_sync_op_, last_sync_reason_;
   SyncSlot last_sync_{};
   TraceRecorder* trace_ = nullptr;
-  SyncObserver sync_observer_;
 };
 
 // Collectors that count at once (harness_sim.count() inside `run`, bench's instrument beside a
@@ -177,12 +182,12 @@ namespace events {
 // The entry points for device backends. Each is a no-op when no collector is active.
 void record_launch(std::string_view op, int64_t begin_ns = 0) noexcept;
 void record_copy(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns = 0,
-                 bool cross_device = false) noexcept;
+                 bool cross_device = false, bool tensor_copy = false) noexcept;
 void record_sync(std::string_view op, std::string_view reason,
                  int64_t wait_ns = kNotTimed) noexcept;
 void record_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
                           bool cross_device, std::string_view op, std::string_view reason,
-                          int64_t wait_ns) noexcept;
+                          int64_t wait_ns, bool tensor_copy = false) noexcept;
 void record_collective_sync(std::string_view op, std::string_view reason,
                             int64_t wait_ns = kNotTimed) noexcept;
 void record_collective_wait(std::string_view op, int64_t wait_ns = kNotTimed) noexcept;

@@ -72,6 +72,7 @@ PhaseCounts Counts::total() const {
 void Counts::add(const Counts& o) {
   for (const auto& [phase, c] : o.phases) phases[phase].add(c);
   for (const auto& [site, t] : o.sync_sites) sync_sites[site].add(t);
+  for (const auto& [site, t] : o.copy_sites) copy_sites[site].add(t);
   memory.add(o.memory);
 }
 
@@ -175,7 +176,18 @@ std::vector<SyncSite> to_sync_sites(const Counts& counts) {
   for (const auto& [key, t] : counts.sync_sites) {
     SyncSite site{key.phase, key.op, key.reason, t.count};
     if (t.timed == t.count) site.wait_ns = t.wait_ns;
+    site.frame = key.frame;
+    site.library = key.library;
+    site.allowed = key.allowed;
     out.push_back(std::move(site));
+  }
+  return out;
+}
+
+std::vector<CopySite> to_copy_sites(const Counts& counts) {
+  std::vector<CopySite> out;
+  for (const auto& [key, t] : counts.copy_sites) {
+    out.push_back({key.phase, key.kind, key.how, key.frame, key.library, t.count, t.bytes});
   }
   return out;
 }

@@ -121,20 +121,49 @@ struct SyncSiteTally {
   }
 };
 
+// A sync site: the phase, the op, why it synced, and where in the program (site.h: the program's
+// frame and the library frame that made the call; both "" when not known).
 struct SyncSiteKey {
   std::string phase, op, reason;
+  std::string frame, library;
+  std::string allowed;  // why the program allowed it (site.h), "" where it did not
   bool operator<(const SyncSiteKey& o) const {
-    return std::tie(phase, op, reason) < std::tie(o.phase, o.op, o.reason);
+    return std::tie(phase, op, reason, frame, library, allowed) <
+           std::tie(o.phase, o.op, o.reason, o.frame, o.library, o.allowed);
   }
   bool operator==(const SyncSiteKey& o) const {
-    return phase == o.phase && op == o.op && reason == o.reason;
+    return phase == o.phase && op == o.op && reason == o.reason && frame == o.frame &&
+           library == o.library && allowed == o.allowed;
   }
+};
+
+// A copy a user would move (CopySite in result.h): the phase, H2D or D2H, "blocking" (the host
+// waited for it) or "pageable" (non-blocking, from or into pageable host memory), and where.
+struct CopySiteKey {
+  std::string phase, kind, how;
+  std::string frame, library;
+  bool operator<(const CopySiteKey& o) const {
+    return std::tie(phase, kind, how, frame, library) <
+           std::tie(o.phase, o.kind, o.how, o.frame, o.library);
+  }
+  bool operator==(const CopySiteKey& o) const {
+    return phase == o.phase && kind == o.kind && how == o.how && frame == o.frame &&
+           library == o.library;
+  }
+};
+
+struct CopySiteTally {
+  int64_t count = 0;
+  int64_t bytes = 0;
+  void add(const CopySiteTally& o) { count += o.count; bytes += o.bytes; }
+  bool operator==(const CopySiteTally& o) const { return count == o.count && bytes == o.bytes; }
 };
 
 // Counts of a window of execution, keyed by innermost phase (kNoPhase when no phase was open).
 struct Counts {
   std::map<std::string, PhaseCounts> phases;
   std::map<SyncSiteKey, SyncSiteTally> sync_sites;
+  std::map<CopySiteKey, CopySiteTally> copy_sites;
   MemoryCounts memory;  // the whole window, from its start to its end (outside phases too)
 
   // The sum of the phases' counts; memory: the window's peak (the largest) and its level at the
@@ -143,7 +172,8 @@ struct Counts {
   // `other` is the later window.
   void add(const Counts& other);
   bool operator==(const Counts& o) const {
-    return phases == o.phases && sync_sites == o.sync_sites && memory == o.memory;
+    return phases == o.phases && sync_sites == o.sync_sites && copy_sites == o.copy_sites &&
+           memory == o.memory;
   }
 };
 
@@ -165,5 +195,6 @@ std::vector<Measurement> phase_only_measurements(const PhaseCounts& counts);
 // measured). Levels: they go in `total` and each phase, never in per-step figures.
 std::vector<Measurement> memory_measurements(const PhaseCounts& counts);
 std::vector<SyncSite> to_sync_sites(const Counts& counts);
+std::vector<CopySite> to_copy_sites(const Counts& counts);
 
 }  // namespace harness

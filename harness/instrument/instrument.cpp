@@ -19,10 +19,6 @@ class DispatcherInstrument final : public Instrument {
   bool available() const override { return true; }
   bool measures_launches() const override { return counts_launches_; }
   void attach_trace(TraceRecorder* trace) override { collector_.set_trace(trace); }
-  bool observe_syncs(EventCollector::SyncObserver observer) override {
-    collector_.set_sync_observer(std::move(observer));
-    return true;
-  }
   std::optional<int64_t> sync_wait_so_far() const override {
     const EventCollector::SyncWait w = collector_.sync_wait();
     if (!w.complete) return std::nullopt;

@@ -32,13 +32,6 @@ class Instrument {
 
   // Also put the events it sees on this timeline (nullptr: off).
   virtual void attach_trace(TraceRecorder* trace) { (void)trace; }
-  // Also tell `observer` of every sync as it is counted, on the thread that synced (the Python
-  // package notes the caller's frame). Instruments that see syncs only afterwards (CUPTI's
-  // records) ignore it: returns whether it will be called.
-  virtual bool observe_syncs(EventCollector::SyncObserver observer) {
-    (void)observer;
-    return false;
-  }
 
   // Waits until the device has finished the work issued so far, without counting the wait, so
   // that a step's time covers its device work (a no-op where the host already waited: sim, cpu).

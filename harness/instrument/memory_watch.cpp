@@ -154,9 +154,6 @@ class MemoryInstrument final : public Instrument {
   bool available() const override { return inner_->available(); }
   bool measures_launches() const override { return inner_->measures_launches(); }
   void attach_trace(TraceRecorder* trace) override { inner_->attach_trace(trace); }
-  bool observe_syncs(EventCollector::SyncObserver observer) override {
-    return inner_->observe_syncs(std::move(observer));
-  }
   void drain() override { inner_->drain(); }
   std::optional<int64_t> sync_wait_so_far() const override { return inner_->sync_wait_so_far(); }
   void start() override {

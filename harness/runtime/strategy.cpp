@@ -5,6 +5,7 @@
 #include <map>
 
 #include "harness/errors.h"
+#include "harness/instrument/site.h"
 
 namespace harness::runtime {
 
@@ -32,6 +33,7 @@ Batch SingleDeviceStrategy::batch_to_device(const Batch& batch) {
   // As Lightning moves batches to an accelerator: non-blocking (from pinned memory when the data
   // source pins it).
   const bool non_blocking = !device_.is_cpu();
+  HARNESS_SITE();
   return {batch.input.to(device_, non_blocking), batch.target.to(device_, non_blocking)};
 }
 
@@ -76,6 +78,7 @@ void SingleDeviceStrategy::restore_checkpoint(const Checkpoint& ckpt, TrainModul
   if (policy_ == RestorePolicy::Rebuild) return;
   optimizer.for_each_state_tensor([this](const std::string& key, at::Tensor& value) {
     if (policy_ == RestorePolicy::KeepStep && key == "step") return;
+    HARNESS_SITE();
     value = value.to(device_);
   });
 }

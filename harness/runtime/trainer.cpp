@@ -7,6 +7,7 @@
 #include "harness/instrument/phase.h"
 #include "harness/interrupt.h"
 #include "harness/runtime/dist/communicator.h"
+#include "harness/instrument/site.h"
 
 namespace harness::runtime {
 
@@ -132,6 +133,7 @@ double Trainer::evaluate(TrainModule& module, Stage stage, int64_t first_batch) 
     total.add_(module.validation_step(batch));
   }
   module.module().train();
+  HARNESS_SITE();
   return total.item<double>() / static_cast<double>(config_.eval_batches);
 }
 

@@ -76,8 +76,13 @@ TEST(ConsoleReporter, PrintsTablesSyncSitesAndWarnings) {
   // The time waited in the window and per step; "-": not measured.
   expect_line(text,
               "\n  resume_move_all/foreach\n    optimizer.step +aten::_local_scalar_dense +"
-              "item +40 +123.5 µs +24.7 µs\n    checkpoint.load +aten::_copy_from +blocking copy "
-              "D2H +2 +- +-\n");
+              "item +40 +123.5 µs +24.7 µs +harness/runtime/optim/adam_foreach.cpp:145 in "
+              "multi_tensor_adam\n    checkpoint.load +aten::_copy_from +blocking copy "
+              "D2H +2 +- +- +-\n");
+  // Copies a user would move, by line.
+  expect_line(text,
+              "copy sites .*\n  resume_move_all/foreach\n    checkpoint.load +D2H +blocking +2 +0.4 "
+              "+4096 +train.py:7 in load \\(torch/serialization.py:1 in load\\)\n");
   EXPECT_CONTAINS(text, "warning (resume_move_all/foreach): step tensors live on the device\n");
   EXPECT_CONTAINS(text, "\n***WARNING*** debug build: times are not representative\n");
 }
@@ -87,7 +92,7 @@ TEST(ConsoleReporter, LongSyncSiteListsAreCut) {
   VariantResult& v = sample_variant(report, "fresh/foreach");
   for (int i = 0; i < 13; ++i) v.sync_sites.push_back({"p" + std::to_string(i), "op", "item", i});
   const std::string text = console_output(report);
-  EXPECT_CONTAINS(text, "    p12  op  item  12  -  -\n");
+  EXPECT_CONTAINS(text, "    p12  op  item  12  -  -  -\n");
   EXPECT_EQ(text.find("    p2 "), std::string::npos);
   EXPECT_CONTAINS(text, "    ... and 3 more\n");
 }
@@ -119,8 +124,13 @@ TEST(Markdown, RendersTheSummary) {
   EXPECT_CONTAINS(text, "### syncs by parameter count\n");
   EXPECT_CONTAINS(text,
                   "| resume_move_all/foreach | optimizer.step | aten::_local_scalar_dense | "
-                  "item | 40 | 123.5 µs | 24.7 µs |\n");
-  EXPECT_CONTAINS(text, "| variant | phase | op | reason | count | waited | waited/step |\n");
+                  "item | 40 | 123.5 µs | 24.7 µs | harness/runtime/optim/adam_foreach.cpp:145 in "
+                  "multi_tensor_adam |\n");
+  EXPECT_CONTAINS(text,
+                  "| variant | phase | op | reason | count | waited | waited/step | where |\n");
+  EXPECT_CONTAINS(text,
+                  "| resume_move_all/foreach | checkpoint.load | D2H | blocking | 2 | 0.4 | 4096 | "
+                  "train.py:7 in load (torch/serialization.py:1 in load) |\n");
 }
 
 TEST(JsonReporter, WritesAReportThatReadsBack) {

@@ -77,8 +77,11 @@ RunReport sample_report() {
   s.config = {{"params", "4"}, {"steps", "5"}};
   s.variants.push_back(variant("fresh/foreach", 42, 4, 0));
   VariantResult move_all = variant("resume_move_all/foreach", 42, 12, 8);
-  move_all.sync_sites = {{"optimizer.step", "aten::_local_scalar_dense", "item", 40, 123456},
+  move_all.sync_sites = {{"optimizer.step", "aten::_local_scalar_dense", "item", 40, 123456,
+                          "harness/runtime/optim/adam_foreach.cpp:145 in multi_tensor_adam"},
                          {"checkpoint.load", "aten::_copy_from", "blocking copy D2H", 2}};
+  move_all.copy_sites = {{"checkpoint.load", "D2H", "blocking", "train.py:7 in load",
+                          "torch/serialization.py:1 in load", 2, 4096}};
   move_all.per_step.push_back({"sync.wait_time", 24691.2, "ns", "host time waited in syncs"});
   move_all.total.push_back({"sync.wait_time", 123456, "ns", "host time waited in syncs"});
   move_all.phases["optimizer.step"].push_back(

@@ -4,6 +4,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "harness/instrument/collector.h"
 #include "harness/instrument/phase.h"
 #include "harness/instrument/sim/sim_device.h"
+#include "harness/instrument/site.h"
 #include "harness/instrument/trace.h"
 #include "harness/measure.h"
 
@@ -258,13 +260,9 @@ TEST(SyncWait, AnUntimedSyncMakesTheWaitUnknown) {
 }
 
 // The collector finds a sync's site by the addresses of its names (no strings built on the hot
-// path): a buffer reused for another reason, or the same op in another phase, is another site,
-// and the sync observer is told the site that was counted.
+// path): a buffer reused for another reason, or the same op in another phase, is another site.
 TEST(SyncSites, SitesFoundByAddressStillSplitByTextAndPhase) {
   EventCollector collector;
-  std::vector<std::string> observed;
-  collector.set_sync_observer(
-      [&](const SyncSiteKey& site) { observed.push_back(site.phase + "|" + site.reason); });
   char reason[32];
   {
     ScopedCollection scope(collector);
@@ -284,8 +282,6 @@ TEST(SyncSites, SitesFoundByAddressStillSplitByTextAndPhase) {
   EXPECT_EQ(counts.sync_sites.at({"forward", "aten::_local_scalar_dense", "item"}).count, 2);
   EXPECT_EQ(counts.sync_sites.at({"forward", "aten::_local_scalar_dense", "nonzero"}).count, 1);
   EXPECT_EQ(counts.sync_sites.at({"backward", "aten::_local_scalar_dense", "nonzero"}).count, 1);
-  EXPECT_EQ(observed, (std::vector<std::string>{"forward|item", "forward|item",
-                                                "forward|nonzero", "backward|nonzero"}));
   collector.clear();  // the address cache goes with the counts
   {
     ScopedCollection scope(collector);
@@ -401,6 +397,79 @@ TEST_F(SimDevice, OutArgumentGrownByTheKernelIsAdopted) {
   EXPECT_EQ(out.sizes(), a.sizes());
   EXPECT_EQ(out.device(), dev0);
   EXPECT_TRUE(at::equal(out.cpu(), at::full({3, 2}, 2.0)));
+}
+
+// Sites name lines (site.h): a HARNESS_SITE() scope names the syncs and copies made until its
+// block ends, the innermost scope wins, and only tensor copies the host waited for or made from
+// pageable memory have copy sites (not a pinned non-blocking one, not item()'s read).
+TEST_F(SimDevice, SiteScopesNameTheLinesOfSyncsAndCopies) {
+  const at::Tensor x = at::ones({4}).to(dev0);
+  const at::Tensor pageable = at::ones({4});
+  const at::Tensor pinned = at::ones({4}).pin_memory();
+  const std::string file = "tests/unit/sim_device_test.cpp:";
+  int outer_line = 0, inner_line = 0;
+  count([&] {
+    Phase phase("step");
+    (void)x.sum().item<float>();  // no scope: no frame
+    HARNESS_SITE();
+    outer_line = __LINE__ - 1;
+    (void)x.sum().item<float>();
+    (void)pinned.to(dev0, /*non_blocking=*/true);
+    {
+      HARNESS_SITE();
+      inner_line = __LINE__ - 1;
+      (void)x.to(at::kCPU);                           // blocking D2H: a sync and a copy site
+      (void)pageable.to(dev0, /*non_blocking=*/true);  // staged by CUDA: a pageable copy site
+    }
+    (void)x.sum().item<float>();
+  });
+  const std::string outer = file + std::to_string(outer_line) + " in operator()";
+  const std::string inner = file + std::to_string(inner_line) + " in operator()";
+  std::map<std::string, int64_t> syncs;
+  for (const SyncSite& s : to_sync_sites(last_)) {
+    EXPECT_EQ(s.library, "");
+    syncs[s.reason + " at " + s.frame] += s.count;
+  }
+  EXPECT_EQ(syncs, (std::map<std::string, int64_t>{{"item at ", 1},
+                                                   {"item at " + outer, 2},
+                                                   {"blocking copy D2H at " + inner, 1}}));
+  const std::vector<CopySite> copies = to_copy_sites(last_);
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].kind + " " + copies[0].how + " " + copies[0].frame, "D2H blocking " + inner);
+  EXPECT_EQ(copies[1].kind + " " + copies[1].how + " " + copies[1].frame, "H2D pageable " + inner);
+  EXPECT_EQ(copies[0].count, 1);
+  EXPECT_EQ(copies[0].bytes, 16);
+}
+
+// A resolver (harness_sim's: the Python frames) comes before the scopes; where it has nothing to
+// say for the thread, the scopes name the site.
+bool resolver_answers = true;
+bool test_resolver(Site& out) {
+  if (!resolver_answers) return false;
+  out.frame = "train.py:42 in step";
+  out.library = "torch/optim/adam.py:1 in adam";
+  return true;
+}
+
+TEST_F(SimDevice, AResolverComesBeforeTheScopes) {
+  const at::Tensor x = at::ones({4}).to(dev0);
+  set_site_resolver(&test_resolver);
+  int line = 0;
+  count([&] {
+    HARNESS_SITE();
+    line = __LINE__ - 1;
+    resolver_answers = true;
+    (void)x.sum().item<float>();
+    resolver_answers = false;
+    (void)x.sum().item<float>();
+  });
+  set_site_resolver(nullptr);
+  const std::vector<SyncSite> sites = to_sync_sites(last_);
+  ASSERT_EQ(sites.size(), 2u);
+  EXPECT_EQ(sites[0].frame, "tests/unit/sim_device_test.cpp:" + std::to_string(line) + " in operator()");
+  EXPECT_EQ(sites[0].library, "");
+  EXPECT_EQ(sites[1].frame, "train.py:42 in step");
+  EXPECT_EQ(sites[1].library, "torch/optim/adam.py:1 in adam");
 }
 
 }  // namespace

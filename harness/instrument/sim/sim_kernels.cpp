@@ -155,18 +155,21 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   } else if (dst_sim) {
     if (syncs) {
       events::record_copy_and_sync(CopyKind::HostToDevice, bytes, host_pinned(src), begin,
-                                   cross_device, "aten::copy_", "blocking copy H2D", waited);
+                                   cross_device, "aten::copy_", "blocking copy H2D", waited,
+                                   /*tensor_copy=*/true);
     } else {
-      events::record_copy(CopyKind::HostToDevice, bytes, host_pinned(src), begin, cross_device);
+      events::record_copy(CopyKind::HostToDevice, bytes, host_pinned(src), begin, cross_device,
+                          /*tensor_copy=*/true);
     }
   } else if (syncs) {
     events::record_copy_and_sync(CopyKind::DeviceToHost, bytes, host_pinned(dst), begin,
                                  cross_device, "aten::copy_",
                                  non_blocking ? "non-blocking copy D2H into pageable memory"
                                               : "blocking copy D2H",
-                                 waited);
+                                 waited, /*tensor_copy=*/true);
   } else {
-    events::record_copy(CopyKind::DeviceToHost, bytes, host_pinned(dst), begin, cross_device);
+    events::record_copy(CopyKind::DeviceToHost, bytes, host_pinned(dst), begin, cross_device,
+                        /*tensor_copy=*/true);
   }
   return dst;
 }

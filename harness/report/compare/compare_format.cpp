@@ -131,6 +131,21 @@ std::string run_line(const Provenance& p, const std::string& source) {
          ", " + p.started_at + (source.empty() ? "" : " (" + source + ")");
 }
 
+// The sites by line that changed, a line each, grouped by variant: "  resume_adam fresh/foreach"
+// then "    +1 sync/step at train.py:42 in step (...)".
+std::string site_lines(const RunComparison& c, const std::string& indent, bool markdown) {
+  std::string out, last;
+  for (const SiteChange& s : c.sites) {
+    const std::string variant = s.scenario + " " + s.variant;
+    if (variant != last) {
+      out += markdown ? "\n**" + markdown_cell(variant) + "**\n\n" : indent + variant + "\n";
+      last = variant;
+    }
+    out += markdown ? "- `" + describe(s) + "`\n" : indent + "  " + describe(s) + "\n";
+  }
+  return out;
+}
+
 void gate_lines(const RunComparison& c, bool strict, std::string& out) {
   for (const GateOutcome& g : c.gates) out += format_gate_outcome(g, strict);
 }
@@ -156,6 +171,7 @@ std::string comparison_text(const RunComparison& c, bool all, bool strict) {
            (informational > 0 ? "and " + std::to_string(informational) + " informational " : "") +
            "rows not shown; --all shows them)\n";
   }
+  if (!c.sites.empty()) out += "sites by line (per step, base -> head):\n" + site_lines(c, "  ", false);
   gate_lines(c, strict, out);
   out += "compare: " + c.tally() + "\n";
   return out;
@@ -225,6 +241,13 @@ std::string comparison_markdown(const RunComparison& c, bool strict, size_t max_
            " rows left out to stay under the size limit; `bench compare --format json` has "
            "them all.\n";
   }
+  const std::string sites = site_lines(c, "", true);
+  if (!sites.empty()) {
+    out += out.size() + sites.size() + 40 <= limit
+               ? "\n### Sites by line (per step, base → head)\n" + sites
+               : "\n" + std::to_string(c.sites.size()) +
+                     " sites by line changed; `bench compare --format json` lists them.\n";
+  }
   return out + tail;
 }
 
@@ -283,6 +306,17 @@ ReportJson comparison_json(const RunComparison& c, bool strict) {
     }
     if (!m.note.empty()) r["note"] = m.note;
     rows.push_back(std::move(r));
+  }
+  ReportJson& sites = out["sites"] = ReportJson::array();
+  for (const SiteChange& s : c.sites) {
+    sites.push_back({{"scenario", s.scenario},   {"variant", s.variant},
+                     {"site", s.sync ? "sync" : "copy"},
+                     {"change", to_string(s.kind)}, {"phase", s.phase},
+                     {"what", s.what},           {"frame", s.frame},
+                     {"library", s.library},     {"moved_from", s.moved_from},
+                     {"base_per_step", value_json(s.base)},
+                     {"head_per_step", value_json(s.head)},
+                     {"text", describe(s)}});
   }
   ReportJson& gates = out["gates"] = ReportJson::array();
   for (const GateOutcome& g : c.gates) {

@@ -436,6 +436,7 @@ RunComparison compare_reports(const RunReport& base, const RunReport& head,
     if (find_scenario(head, b.name) != nullptr) continue;
     for (const VariantResult& v : b.variants) whole_variant(b.name, v, false);
   }
+  out.sites = diff_sites(base, head);
   return out;
 }
 

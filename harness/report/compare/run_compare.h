@@ -20,6 +20,7 @@
 #include "harness/report/gates/gate.h"
 #include "harness/report/io/json_report.h"
 #include "harness/report/model/result.h"
+#include "harness/report/compare/site_diff.h"
 #include "harness/report/compare/statistics.h"
 
 namespace harness {
@@ -59,6 +60,9 @@ struct RunComparison {
   std::vector<std::string> notes;  // what was not compared and why, config differences
   std::vector<ComparedMetric> rows;  // in report order (renderers put changed rows first)
   std::vector<GateOutcome> gates;    // --gate: evaluated with head as the run, base as baseline
+  // Sites by line whose count per step changed (site_diff.h): what the rows' count changes are
+  // made of. They carry no verdict of their own (the rows and gates do).
+  std::vector<SiteChange> sites;
   TimeTestOptions time_options;
 
   size_t count(Change change) const;

@@ -62,6 +62,10 @@ GateFile parse_gate_json(const nlohmann::json& json, const std::string& source);
 // Metric names that are not measurements; only "equals" rules use them.
 inline constexpr const char* kCorrectnessPassed = "correctness.passed";
 inline constexpr const char* kStatusOk = "status.ok";
+// The sites by line (site_diff.h) that the run has and the baseline has not: a "baseline" rule
+// on them fails on any new sync site (or copy site), naming its line; "max_ratio" does not apply.
+inline constexpr const char* kNewSyncSites = "sync_sites.new";
+inline constexpr const char* kNewCopySites = "copy_sites.new";
 
 // Inconclusive: a statistical rule whose samples cannot decide (too few, or too few to reach
 // alpha); it fails the gate only when evaluated strictly (bench --strict).

@@ -6,6 +6,7 @@
 #include "harness/report/text/format.h"
 #include "harness/report/gates/gate.h"
 #include "harness/report/model/pattern.h"
+#include "harness/report/compare/site_diff.h"
 #include "harness/report/compare/statistics.h"
 
 namespace harness {
@@ -138,6 +139,7 @@ class VariantCheck {
       return finish(out, RuleStatus::Fail, "variant failed to run: " + variant_.error);
     }
     if (rule_.statistical) return statistical(out, captures);
+    if (rule_.metric == kNewSyncSites || rule_.metric == kNewCopySites) return new_sites(out);
     const Lookup actual = lookup(variant_, rule_.metric);
     if (!actual.value) return finish(out, RuleStatus::Fail, actual.problem);
     out.actual = actual.value;
@@ -163,6 +165,29 @@ class VariantCheck {
     return wildcard_count(rule_.relative_to) == 0
                ? rule_.relative_to
                : substitute_wildcards(rule_.relative_to, captures);
+  }
+
+  // A sites rule: the sites of the variant that the baseline's has not, by line.
+  RuleOutcome new_sites(RuleOutcome out) const {
+    const ScenarioResult* scenario = find_scenario(*baseline_, scenario_.name);
+    const VariantResult* base = scenario ? find_variant(*scenario, variant_.name) : nullptr;
+    if (base == nullptr) return finish(out, RuleStatus::Skipped, "not in the baseline report");
+    if (!base->ran) {
+      return finish(out, RuleStatus::Skipped, "failed to run in the baseline: " + base->error);
+    }
+    const bool sync = rule_.metric == kNewSyncSites;
+    std::string added;
+    int n = 0;
+    for (const SiteChange& c : diff_variant_sites(scenario_.name, *base, variant_)) {
+      if (c.kind != SiteChange::Added || c.sync != sync) continue;
+      added += (n++ ? "; " : "") + describe(c);
+    }
+    out.actual = n;
+    out.allowed = "no site the baseline has not";
+    if (n == 0) return finish(out, RuleStatus::Pass, "no new site");
+    return finish(out, RuleStatus::Fail,
+                  std::to_string(n) + " new " + (sync ? "sync" : "copy") + " site" +
+                      (n == 1 ? "" : "s") + ": " + added);
   }
 
   // A "test" rule: the variant's sample series against the reference's or the baseline's.

@@ -178,6 +178,16 @@ class RuleParser {
   }
 
   void check_metric() const {
+    const bool sites = out_.metric == kNewSyncSites || out_.metric == kNewCopySites;
+    if (sites && out_.kind != RuleKind::Baseline) {
+      fail("metric '" + out_.metric + "' compares the run's sites with a baseline's: give "
+           "'baseline': true");
+    }
+    if (sites && (rule_.contains("max_ratio") || out_.min_samples)) {
+      fail("'max_ratio' and 'min_samples' do not apply to '" + out_.metric +
+           "': any new site fails");
+    }
+    if (sites) return;
     const bool special = out_.metric == kCorrectnessPassed || out_.metric == kStatusOk;
     if (out_.kind == RuleKind::Equals && !special) {
       fail("'equals' applies only to the metrics '" + std::string(kCorrectnessPassed) + "' and '" +
@@ -204,7 +214,7 @@ class RuleParser {
       fail("metric '" + out_.metric +
            "' is not a metric path: use per_step.<name>, total.<name>, timing.<name>, "
            "phase[<phase>].<name>, samples.<name> (with a test), " +
-           kCorrectnessPassed + " or " + kStatusOk);
+           kCorrectnessPassed + ", " + kStatusOk + ", " + kNewSyncSites + " or " + kNewCopySites);
     }
   }
 

@@ -596,7 +596,21 @@ std::string tables_block(const ScenarioResult& s) {
     std::vector<std::string> header = sync_site_header();
     header.insert(header.begin(), "variant");
     out += "<h4>Sync sites (count and host time waited in the measured window)</h4>\n" +
-           html_table(header, sites, "llllrrr");
+           html_table(header, sites, "llllrrrl");
+  }
+  std::vector<std::vector<std::string>> copies;
+  for (const VariantResult& v : s.variants) {
+    for (const CopySite& site : top_copy_sites(v)) {
+      std::vector<std::string> row = copy_site_cells(v, site);
+      row.insert(row.begin(), v.name);
+      copies.push_back(std::move(row));
+    }
+  }
+  if (!copies.empty()) {
+    std::vector<std::string> header = copy_site_header();
+    header.insert(header.begin(), "variant");
+    out += "<h4>Copy sites (blocking or pageable H2D / D2H copies in the measured window)</h4>\n" +
+           html_table(header, copies, "llllrrrl");
   }
   for (const VariantResult& v : s.variants) {
     for (const std::string& w : v.warnings) {

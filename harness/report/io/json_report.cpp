@@ -90,7 +90,20 @@ ReportJson variant_json(const VariantResult& v, MeasurementWriter& writer) {
                      {"op", s.op},
                      {"reason", s.reason},
                      {"count", s.count},
-                     {"wait_ns", wait}});
+                     {"wait_ns", wait},
+                     {"frame", s.frame},
+                     {"library", s.library},
+                     {"allowed", s.allowed}});
+  }
+  ReportJson& copies = out["copy_sites"] = ReportJson::array();
+  for (const auto& s : v.copy_sites) {
+    copies.push_back({{"phase", s.phase},
+                      {"kind", s.kind},
+                      {"how", s.how},
+                      {"count", s.count},
+                      {"bytes", s.bytes},
+                      {"frame", s.frame},
+                      {"library", s.library}});
   }
   out["timing"] = writer.list(v.timing);
   ReportJson& samples = out["samples"] = ReportJson::object();

@@ -224,7 +224,19 @@ VariantResult read_variant(const Node& v, const MeasurementReader& reader) {
         site.wait_ns = w->integer();
         if (*site.wait_ns < 0) w->fail("expected a time in ns (an integer >= 0)");
       }
+      site.frame = opt_string(s, "frame");  // since 1.7.0; absent: not known
+      site.library = opt_string(s, "library");
+      site.allowed = opt_string(s, "allowed");
       out.sync_sites.push_back(std::move(site));
+    });
+  }
+  if (auto n = v.find("copy_sites")) {  // since 1.7.0
+    n->for_each_item([&](const Node& s) {
+      CopySite site{opt_string(s, "phase"), opt_string(s, "kind"),    opt_string(s, "how"),
+                    opt_string(s, "frame"), opt_string(s, "library"), s.member("count").integer(),
+                    s.member("bytes").integer()};
+      if (site.count < 0 || site.bytes < 0) s.fail("expected a count and bytes >= 0");
+      out.copy_sites.push_back(std::move(site));
     });
   }
   out.timing = reader.list(v, "timing");

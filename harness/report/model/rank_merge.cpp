@@ -45,9 +45,14 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
   VariantResult merged = first;
   merged.axes["ranks"] = std::to_string(ranks.size());
   merged.sync_sites.clear();
+  merged.copy_sites.clear();
   merged.error.clear();
   merged.warnings.clear();
-  std::map<std::tuple<std::string, std::string, std::string>, SyncSite> sites;
+  std::map<std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>,
+           SyncSite>
+      sites;
+  std::map<std::tuple<std::string, std::string, std::string, std::string, std::string>, CopySite>
+      copy_sites;
   size_t slowest = 0;
   bool any_failed_check = false;
   std::string details;
@@ -73,12 +78,19 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
       for (const auto& [op, n] : v.launches_by_op) merged.launches_by_op[op] += n;
     }
     for (const SyncSite& s : v.sync_sites) {
-      auto [it, added] = sites.try_emplace({s.phase, s.op, s.reason}, s);
+      auto [it, added] =
+          sites.try_emplace({s.phase, s.op, s.reason, s.frame, s.library, s.allowed}, s);
       if (added) continue;
       SyncSite& sum = it->second;  // waits summed, as counts; unknown on a rank: unknown
       sum.count += s.count;
       sum.wait_ns = sum.wait_ns && s.wait_ns ? std::optional<int64_t>(*sum.wait_ns + *s.wait_ns)
                                              : std::nullopt;
+    }
+    for (const CopySite& s : v.copy_sites) {
+      auto [it, added] = copy_sites.try_emplace({s.phase, s.kind, s.how, s.frame, s.library}, s);
+      if (added) continue;
+      it->second.count += s.count;
+      it->second.bytes += s.bytes;
     }
     if (median_step_time(v) > median_step_time(*ranks[slowest])) slowest = r;
     if (v.correctness.checked) {
@@ -90,6 +102,7 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
     for (const std::string& w : v.warnings) merged.warnings.push_back("rank " + std::to_string(r) + ": " + w);
   }
   for (const auto& [key, site] : sites) merged.sync_sites.push_back(site);
+  for (const auto& [key, site] : copy_sites) merged.copy_sites.push_back(site);
   if (merged.correctness.checked) {
     merged.correctness.passed = !any_failed_check;
     merged.correctness.detail = details;

@@ -33,6 +33,26 @@ struct SyncSite {
   // Host time spent waiting in these syncs, in ns (sim: the work inside them; cuda: the
   // SYNCHRONIZATION records' durations); empty: not measured for every one of them.
   std::optional<int64_t> wait_ns;
+  // Where in the program (since schema 1.7): its own frame, "path:line in function", and the
+  // library frame that made the call ("torch/optim/adam.py:512 in _multi_tensor_adam"); "" when
+  // not known (a GPU record, a report of schema 1.6 or older).
+  std::string frame;
+  std::string library;
+  // Inside a region the program allowed to sync (harness_sim.allow_sync("why")): why; else "".
+  std::string allowed;
+};
+
+// The copies of one site that a user would move (since schema 1.7): H2D or D2H copies the host
+// waited for ("blocking") or made from or into pageable host memory ("pageable"), by phase and
+// line. Pinned non-blocking copies and D2D copies have no site.
+struct CopySite {
+  std::string phase;
+  std::string kind;  // "H2D", "D2H"
+  std::string how;   // "blocking", "pageable"
+  std::string frame;
+  std::string library;
+  int64_t count = 0;
+  int64_t bytes = 0;
 };
 
 struct Correctness {
@@ -61,6 +81,7 @@ struct VariantResult {
   std::map<std::string, std::vector<Measurement>> phases;
   std::map<std::string, int64_t> launches_by_op;  // measured window, op name -> launches
   std::vector<SyncSite> sync_sites;               // measured window
+  std::vector<CopySite> copy_sites;               // measured window
   std::vector<Measurement> timing;                // e.g. "step_time.median" in ns
   // Every measured value behind a timing statistic, in ns, in step order: "step_time",
   // "step_cpu_time", "step_time_uninstrumented", "phase[<phase>].time" (one per step the phase

@@ -45,7 +45,7 @@ std::string render_sync_sites(const ScenarioResult& s) {
   std::string out;
   for (const auto& v : s.variants) {
     if (v.sync_sites.empty()) continue;
-    TextTable table({}, "lllrrr");
+    TextTable table({}, "lllrrrl");
     for (const auto& site : top_sync_sites(v)) table.add_row(sync_site_cells(v, site));
     out += "  " + v.name + "\n" + table.render("    ");
     if (v.sync_sites.size() > kSyncSitesShown) {
@@ -54,7 +54,25 @@ std::string render_sync_sites(const ScenarioResult& s) {
   }
   return out.empty() ? ""
                      : "\n  sync sites (phase, op, reason, count and host time waited in the "
-                       "measured window, time waited per step)\n" +
+                       "measured window, time waited per step, where)\n" +
+                           out;
+}
+
+// The most frequent copy sites (blocking or pageable H2D / D2H copies) of each variant.
+std::string render_copy_sites(const ScenarioResult& s) {
+  std::string out;
+  for (const auto& v : s.variants) {
+    if (v.copy_sites.empty()) continue;
+    TextTable table({}, "lllrrrl");
+    for (const auto& site : top_copy_sites(v)) table.add_row(copy_site_cells(v, site));
+    out += "  " + v.name + "\n" + table.render("    ");
+    if (v.copy_sites.size() > kSyncSitesShown) {
+      out += "    ... and " + std::to_string(v.copy_sites.size() - kSyncSitesShown) + " more\n";
+    }
+  }
+  return out.empty() ? ""
+                     : "\n  copy sites (phase, copy, blocking or pageable, count in the measured "
+                       "window, per step, bytes, where)\n" +
                            out;
 }
 
@@ -186,6 +204,7 @@ void ConsoleReporter::on_scenario_done(const ScenarioResult& s) {
   out_ << "\n" << table.render("  ");
   for (const auto& t : s.tables) out_ << render_result_table(t);
   out_ << render_sync_sites(s);
+  out_ << render_copy_sites(s);
   out_ << render_instrument_overhead(s);
   if (show_phases_) out_ << render_phases(s);
   for (const auto& v : s.variants) {

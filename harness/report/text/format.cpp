@@ -152,7 +152,39 @@ std::vector<SyncSite> top_sync_sites(const VariantResult& variant) {
 }
 
 std::vector<std::string> sync_site_header() {
-  return {"phase", "op", "reason", "count", "waited", "waited/step"};
+  return {"phase", "op", "reason", "count", "waited", "waited/step", "where"};
+}
+
+std::string site_where(const std::string& frame, const std::string& library) {
+  if (frame.empty()) return library.empty() ? "-" : library;
+  return library.empty() ? frame : frame + " (" + library + ")";
+}
+
+std::vector<CopySite> top_copy_sites(const VariantResult& variant) {
+  std::vector<CopySite> sites = variant.copy_sites;
+  std::stable_sort(sites.begin(), sites.end(),
+                   [](const CopySite& a, const CopySite& b) { return a.count > b.count; });
+  if (sites.size() > kSyncSitesShown) sites.resize(kSyncSitesShown);
+  return sites;
+}
+
+std::vector<std::string> copy_site_header() {
+  return {"phase", "copy", "how", "count", "per step", "bytes", "where"};
+}
+
+std::vector<std::string> copy_site_cells(const VariantResult& variant, const CopySite& site) {
+  const std::string per_step =
+      variant.measured_steps > 0
+          ? format_number(static_cast<double>(site.count) /
+                          static_cast<double>(variant.measured_steps))
+          : "-";
+  return {site.phase,
+          site.kind,
+          site.how,
+          std::to_string(site.count),
+          per_step,
+          std::to_string(site.bytes),
+          site_where(site.frame, site.library)};
 }
 
 std::vector<std::string> sync_site_cells(const VariantResult& variant, const SyncSite& site) {
@@ -164,7 +196,9 @@ std::vector<std::string> sync_site_cells(const VariantResult& variant, const Syn
                                     static_cast<double>(variant.measured_steps));
     }
   }
-  return {site.phase, site.op, site.reason, std::to_string(site.count), waited, per_step};
+  std::string where = site_where(site.frame, site.library);
+  if (!site.allowed.empty()) where += " [allowed: " + site.allowed + "]";
+  return {site.phase, site.op, site.reason, std::to_string(site.count), waited, per_step, where};
 }
 
 }  // namespace harness

@@ -50,4 +50,14 @@ std::vector<SyncSite> top_sync_sites(const VariantResult& variant);
 std::vector<std::string> sync_site_header();
 std::vector<std::string> sync_site_cells(const VariantResult& variant, const SyncSite& site);
 
+// Where a site is, as reporters show it: "train.py:42 in step (torch/optim/adam.py:512 in
+// _multi_tensor_adam)"; the library frame alone where the program's is not known; "-" for none.
+std::string site_where(const std::string& frame, const std::string& library);
+
+// The copy sites reporters show per variant: the `kSyncSitesShown` most frequent ones; a copy
+// site as listed: phase, kind, how, count, per step, bytes, where.
+std::vector<CopySite> top_copy_sites(const VariantResult& variant);
+std::vector<std::string> copy_site_header();
+std::vector<std::string> copy_site_cells(const VariantResult& variant, const CopySite& site);
+
 }  // namespace harness

@@ -52,7 +52,21 @@ void write_scenario(std::ostringstream& out, const ScenarioResult& s) {
     out << "\nSync sites (count and host time waited in the measured window):\n\n";
     std::vector<std::string> header = sync_site_header();
     header.insert(header.begin(), "variant");
-    write_table(out, header, "llllrrr", sites);
+    write_table(out, header, "llllrrrl", sites);
+  }
+  std::vector<std::vector<std::string>> copies;
+  for (const auto& v : s.variants) {
+    for (const auto& site : top_copy_sites(v)) {
+      std::vector<std::string> row = copy_site_cells(v, site);
+      row.insert(row.begin(), v.name);
+      copies.push_back(std::move(row));
+    }
+  }
+  if (!copies.empty()) {
+    out << "\nCopy sites (blocking or pageable H2D / D2H copies in the measured window):\n\n";
+    std::vector<std::string> header = copy_site_header();
+    header.insert(header.begin(), "variant");
+    write_table(out, header, "llllrrrl", copies);
   }
   for (const auto& v : s.variants) {
     for (const auto& w : v.warnings) out << "\n> **Warning** (" << v.name << "): " << w << "\n";

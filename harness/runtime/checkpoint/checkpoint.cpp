@@ -16,6 +16,7 @@
 
 #include "harness/errors.h"
 #include "harness/report/io/atomic_write.h"
+#include "harness/instrument/site.h"
 
 namespace harness::runtime {
 namespace {
@@ -28,6 +29,7 @@ c10::IValue optimizer_to_ivalue(const OptimizerStateDict& sd) {
   Dict state = new_dict(c10::IntType::get());
   for (const auto& [index, entries] : sd.state) {
     Dict per_param = new_dict(c10::StringType::get());
+    HARNESS_SITE();
     for (const auto& [key, tensor] : entries) per_param.insert(key, tensor.to(at::kCPU));
     state.insert(index, per_param);
   }
@@ -35,6 +37,7 @@ c10::IValue optimizer_to_ivalue(const OptimizerStateDict& sd) {
   for (const auto& group : sd.param_groups) {
     Dict g = new_dict(c10::StringType::get());
     for (const auto& [key, value] : group.options) {
+      HARNESS_SITE();
       g.insert(key, value.isTensor() ? c10::IValue(value.toTensor().to(at::kCPU)) : value);
     }
     g.insert("params", c10::List<int64_t>(group.params));
@@ -323,6 +326,7 @@ c10::IValue unpickle_or_corrupt(const std::vector<char>& bytes, const std::strin
 
 void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
   Dict model = new_dict(c10::StringType::get());
+  HARNESS_SITE();
   for (const auto& [name, tensor] : checkpoint.model) model.insert(name, tensor.to(at::kCPU));
   c10::List<c10::IValue> optimizers(c10::AnyType::get());
   optimizers.push_back(optimizer_to_ivalue(checkpoint.optimizer));
@@ -332,6 +336,7 @@ void save_checkpoint(const Checkpoint& checkpoint, const std::string& path) {
   root.insert("state_dict", model);
   root.insert("optimizer_states", optimizers);
   Dict metrics = new_dict(c10::StringType::get());
+  HARNESS_SITE();
   for (const auto& [name, tensor] : checkpoint.metrics) metrics.insert(name, tensor.to(at::kCPU));
   root.insert("metrics", metrics);
 
@@ -445,6 +450,7 @@ OptimizerStateDict unpickle_optimizer_state(const std::vector<char>& bytes,
       }
       const c10::Device device = map_location ? *map_location
                                               : c10::Device(loc->value().toStringRef());
+      HARNESS_SITE();
       if (!device.is_cpu()) tensor = tensor.to(device);
     }
   }

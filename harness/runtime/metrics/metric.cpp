@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "harness/errors.h"
+#include "harness/instrument/site.h"
 
 namespace harness::runtime {
 
@@ -53,19 +54,23 @@ std::vector<at::Tensor> gather_all_tensors(const at::Tensor& tensor, Communicato
   bool all_equal = true;
   for (const at::Tensor& ls : local_sizes) {
     const at::Tensor equal = ls.eq(max_size);
+    HARNESS_SITE();
     for (int64_t d = 0; d < result.dim() && all_equal; ++d) all_equal = equal[d].item<bool>();
     if (!all_equal) break;
   }
   if (all_equal) return simple_gather(result, comm);
+  HARNESS_SITE();
   const at::Tensor pad_by = (max_size - local_size).cpu();
   std::vector<int64_t> pad;
   for (int64_t d = result.dim() - 1; d >= 0; --d) {
     pad.push_back(0);
+    HARNESS_SITE();
     pad.push_back(pad_by[d].item<int64_t>());
   }
   std::vector<at::Tensor> gathered = simple_gather(at::constant_pad_nd(result, pad), comm);
   for (size_t r = 0; r < gathered.size(); ++r) {
     for (int64_t d = 0; d < result.dim(); ++d) {
+      HARNESS_SITE();
       gathered[r] = gathered[r].narrow(d, 0, local_sizes[r][d].item<int64_t>());
     }
   }

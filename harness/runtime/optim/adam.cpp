@@ -13,6 +13,7 @@
 
 #include "harness/errors.h"
 #include "harness/runtime/optim/adam_internal.h"
+#include "harness/instrument/site.h"
 
 namespace harness::runtime {
 
@@ -137,11 +138,13 @@ void Adam::single_tensor_adam(Group& g) {
     step_t.add_(1);
     detail::decay_and_update_moments(o, param, grad, exp_avg, exp_avg_sq);
 
+    HARNESS_SITE();
     const double step = step_t.item<double>();  // _get_value(step_t)
     const double bias_correction1 = 1 - std::pow(o.beta1, step);
     const double bias_correction2 = 1 - std::pow(o.beta2, step);
     const double bias_correction2_sqrt = std::pow(bias_correction2, 0.5);
     // value=-step_size: with a tensor lr, Python turns the tensor into a number (an `.item()`).
+    HARNESS_SITE();
     const c10::Scalar neg_step_size = o.lr_tensor.defined()
                                           ? (-(o.lr_tensor / bias_correction1)).item()
                                           : c10::Scalar(-(o.lr / bias_correction1));

@@ -19,6 +19,7 @@
 
 #include "harness/runtime/optim/adam.h"
 #include "harness/runtime/optim/adam_internal.h"
+#include "harness/instrument/site.h"
 
 namespace harness::runtime {
 
@@ -141,7 +142,9 @@ void Adam::multi_tensor_adam(Group& g) {
     // Not capturable: bias corrections as host numbers, one `_get_value(step)` (an `.item()`)
     // per step tensor for each of the two corrections.
     std::vector<double> bias_correction1, bias_correction2;
+    HARNESS_SITE();
     for (const at::Tensor& s : steps) bias_correction1.push_back(1 - std::pow(o.beta1, s.item<double>()));
+    HARNESS_SITE();
     for (const at::Tensor& s : steps) bias_correction2.push_back(1 - std::pow(o.beta2, s.item<double>()));
     std::vector<c10::Scalar> step_size, bias_correction2_sqrt;
     for (double bc : bias_correction1) step_size.emplace_back((o.lr / bc) * -1);

@@ -13,6 +13,7 @@
 #include <numeric>
 
 #include "harness/runtime/checkpoint/checkpoint.h"
+#include "harness/instrument/site.h"
 
 namespace harness::runtime {
 
@@ -61,6 +62,7 @@ std::vector<char> bytes_of(const at::Tensor& cpu_bytes, int64_t n) {
 
 // torch.LongTensor([value]).to(device): built on the host, then copied (blocking).
 at::Tensor long_on(int64_t value, c10::Device device) {
+  HARNESS_SITE();
   return at::tensor({value}, at::kLong).to(device);
 }
 
@@ -187,6 +189,7 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(Consolidation how, int to) 
     // _recursive_copy_to_device(..., non_blocking=True, device="cpu")
     for (auto& [index, entries] : part.state) {
       auto& dst = merged.state[index];
+      HARNESS_SITE();
       for (auto& [key, tensor] : entries) dst[key] = tensor.to(at::kCPU, /*non_blocking=*/true);
     }
   }
@@ -210,6 +213,7 @@ void ZeroRedundancyOptimizer::send_object(const OptimizerStateDict& state, Conso
   if (how == Consolidation::ObjectList) {
     // _object_to_tensor: ByteTensor(...).to(device), LongTensor([numel]).to(device); then
     // object_sizes_tensor = torch.cat(size_list).
+    HARNESS_SITE();
     at::Tensor object_tensor = byte_tensor(bytes).to(device);
     at::Tensor sizes = at::cat({long_on(n, device)});
     comm_.broadcast(sizes, me);
@@ -218,6 +222,7 @@ void ZeroRedundancyOptimizer::send_object(const OptimizerStateDict& state, Conso
   }
   // ZeRO's _broadcast_object: length first, then the bytes.
   at::Tensor length = long_on(n, device);
+  HARNESS_SITE();
   at::Tensor data = byte_tensor(bytes).to(device);
   comm_.broadcast(length, me);
   comm_.broadcast(data, me);
@@ -228,25 +233,31 @@ OptimizerStateDict ZeroRedundancyOptimizer::receive_object(int src, Consolidatio
   if (how == Consolidation::ObjectList) {
     at::Tensor sizes = at::empty({1}, at::TensorOptions().dtype(at::kLong).device(device));
     comm_.broadcast(sizes, src);
+    HARNESS_SITE();
     at::Tensor object_tensor =
         at::empty({sizes.sum().item<int64_t>()}, at::TensorOptions().dtype(at::kByte).device(device));
     comm_.broadcast(object_tensor, src);
     // for i, obj_size in enumerate(object_sizes_tensor): with offset = 0
     const at::Tensor obj_size = sizes.select(0, 0);
     const at::Tensor end = at::add(obj_size, 0);                     // offset + obj_size
+    HARNESS_SITE();
     const at::Tensor view = object_tensor.slice(0, 0, end.item<int64_t>());  // __index__
     at::add(obj_size, 0);  // offset += obj_size: a launch; with one object nothing reads it
     // _tensor_to_object(obj_view, obj_size): tensor.cpu(), then bytes[:tensor_size] (__index__)
+    HARNESS_SITE();
     const at::Tensor host = view.cpu();
+    HARNESS_SITE();
     const int64_t n = obj_size.item<int64_t>();
     // The unpickler puts every tensor back on the device it was saved from: the sender's.
     return unpickle_optimizer_state(bytes_of(host, n), std::nullopt);
   }
   at::Tensor length = long_on(0, device);
   comm_.broadcast(length, src);
+  HARNESS_SITE();
   at::Tensor data =
       at::empty({length.item<int64_t>()}, at::TensorOptions().dtype(at::kByte).device(device));
   comm_.broadcast(data, src);
+  HARNESS_SITE();
   const at::Tensor host = data.cpu();
   return unpickle_optimizer_state(bytes_of(host, host.numel()), device);  // map_location
 }
