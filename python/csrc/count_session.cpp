@@ -3,12 +3,14 @@
 #include <Python.h>
 #include <frameobject.h>
 
+#include <algorithm>
 #include <chrono>
 #include <list>
 #include <stdexcept>
 #include <unordered_set>
 
 #include "harness/instrument/phase.h"
+#include "harness/instrument/site.h"
 #include "harness/runtime/device.h"
 
 namespace harness::python {
@@ -36,76 +38,134 @@ bool is_library_file(const std::string& file) {
          file.find("/pluggy/") != std::string::npos || file.rfind("<frozen", 0) == 0;
 }
 
-// The innermost frame of the calling thread outside the libraries, with its library callee for
-// context: "train.py:42 in training_step (torch/optim/adam.py:512 in _multi_tensor_adam)". The
-// callee is a frame of harness_sim's own only where no other library frame is between (run
-// --as-cuda's TorchFunctionMode sits under every torch call: torch's line is the one to name).
-// Needs the GIL; "" on a thread without Python frames (the autograd engine's).
-std::string python_caller() {
+// How paths are named in sites (set_site_paths): relative to the program's root, or from the
+// package on for a file under a directory packages are imported from.
+struct SitePaths {
+  std::mutex mu;
+  std::string root;                       // with a trailing '/'; "" names paths as they are
+  std::vector<std::string> package_dirs;  // each with a trailing '/', longest first
+};
+SitePaths& site_paths() {
+  static SitePaths* paths = new SitePaths();  // never destroyed: read at exit by late syncs
+  return *paths;
+}
+
+std::string with_slash(std::string dir) {
+  if (!dir.empty() && dir.back() != '/') dir += '/';
+  return dir;
+}
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return !prefix.empty() && s.compare(0, prefix.size(), prefix) == 0;
+}
+
+std::string short_path(const std::string& file) {
+  SitePaths& paths = site_paths();
+  std::lock_guard<std::mutex> lock(paths.mu);
+  if (starts_with(file, paths.root)) return file.substr(paths.root.size());
+  for (const std::string& dir : paths.package_dirs) {
+    if (starts_with(file, dir)) return file.substr(dir.size());
+  }
+  // A library outside those directories: from its package on.
+  for (const char* package : {"/torch/", "/lightning/", "/pytorch_lightning/", "/harness_sim/"}) {
+    const auto at = file.rfind(package);
+    if (at != std::string::npos) return file.substr(at + 1);
+  }
+  return file;
+}
+
+std::string frame_text(PyFrameObject* frame, const std::string& file) {
+  PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
+  std::string where = short_path(file) + ":" + std::to_string(PyFrame_GetLineNumber(frame)) +
+                      " in " + as_string(code->co_name);
+  Py_DECREF(code);
+  return where;
+}
+
+std::string frame_file(PyFrameObject* frame) {
+  PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
+  std::string file = as_string(code->co_filename);
+  Py_DECREF(code);
+  return file;
+}
+
+// The innermost frame of the calling thread outside the libraries, and its library callee for
+// context: frame "train.py:42 in training_step", library "torch/optim/adam.py:512 in
+// _multi_tensor_adam". The callee is a frame of harness_sim's own only where no other library
+// frame is between (run --as-cuda's TorchFunctionMode sits under every torch call: torch's line
+// is the one to name). Needs the GIL; false on a thread without Python frames (a C++ thread's).
+bool python_caller(Site& out) {
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
-  if (frame == nullptr) return "";
+  if (frame == nullptr) return false;
   Py_INCREF(frame);
-  std::string innermost_library;
-  std::string innermost_own;  // harness_sim's
-  std::string found;
+  std::string innermost_library, innermost_own;  // innermost_own: harness_sim's
   while (frame != nullptr) {
-    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
-    const std::string file = as_string(code->co_filename);
-    const std::string where =
-        file + ":" + std::to_string(PyFrame_GetLineNumber(frame)) + " in " + as_string(code->co_name);
-    Py_DECREF(code);
+    const std::string file = frame_file(frame);
     if (!is_library_file(file)) {
-      found = where;
+      out.frame = frame_text(frame, file);
       Py_DECREF(frame);
       break;
     }
     const bool own = file.find("/harness_sim/") != std::string::npos;
-    if (own && innermost_own.empty()) innermost_own = where;
-    if (!own && innermost_library.empty()) innermost_library = where;
+    if (own && innermost_own.empty()) innermost_own = frame_text(frame, file);
+    if (!own && innermost_library.empty()) innermost_library = frame_text(frame, file);
     PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
     Py_DECREF(frame);
     frame = back;
   }
-  if (innermost_library.empty() && found.empty()) innermost_library = innermost_own;
-  if (found.empty()) return innermost_library;
-  if (innermost_library.empty()) return found;
-  // Only the part of a library path from its package on.
-  for (const char* package : {"/torch/", "/lightning/", "/pytorch_lightning/", "/harness_sim/"}) {
-    const auto at = innermost_library.find(package);
-    if (at != std::string::npos) {
-      innermost_library = innermost_library.substr(at + 1);
-      break;
-    }
+  out.library = innermost_library.empty() ? innermost_own : innermost_library;
+  return !out.empty();
+}
+
+// harness_sim.allow_sync's ContextVar (a str while inside an allowed region, else None): set
+// once at import, never released.
+PyObject* g_allowed_var = nullptr;
+
+// Why the calling context allows syncs ("" outside allow_sync). Needs the GIL.
+std::string allowed_here() {
+  if (g_allowed_var == nullptr) return "";
+  PyObject* value = nullptr;
+  if (PyContextVar_Get(g_allowed_var, Py_None, &value) < 0) {
+    PyErr_Clear();
+    return "";
   }
-  return found + " (" + innermost_library + ")";
+  std::string why = value != nullptr && PyUnicode_Check(value) ? as_string(value) : "";
+  Py_XDECREF(value);
+  return why;
+}
+
+// The site resolver (site.h) of a process that imported harness_sim.
+bool python_site(Site& out) {
+  if (!Py_IsInitialized() || _Py_IsFinalizing()) return false;
+  const PyGILState_STATE gil = PyGILState_Ensure();
+  const bool found = python_caller(out);
+  if (found) out.allowed = allowed_here();
+  PyGILState_Release(gil);
+  return found;
 }
 
 }  // namespace
 
-void SyncFrames::note(const SyncSiteKey& site) {
-  std::string where;
-  if (Py_IsInitialized() && !_Py_IsFinalizing()) {
-    const PyGILState_STATE gil = PyGILState_Ensure();
-    where = python_caller();
-    PyGILState_Release(gil);
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  frames_[site][where] += 1;
+void install_python_sites() { set_site_resolver(&python_site); }
+
+void set_allowed_var(_object* var) {
+  if (!PyContextVar_CheckExact(var)) throw std::invalid_argument("expected a contextvars.ContextVar");
+  Py_INCREF(var);
+  Py_XDECREF(g_allowed_var);
+  g_allowed_var = var;
 }
 
-std::map<SyncSiteKey, std::map<std::string, int64_t>> SyncFrames::take() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return std::exchange(frames_, {});
+void set_site_paths(const std::string& root, std::vector<std::string> package_dirs) {
+  for (std::string& dir : package_dirs) dir = with_slash(dir);
+  std::sort(package_dirs.begin(), package_dirs.end(),
+            [](const std::string& a, const std::string& b) { return a.size() > b.size(); });
+  SitePaths& paths = site_paths();
+  std::lock_guard<std::mutex> lock(paths.mu);
+  paths.root = root.empty() ? "" : with_slash(root);
+  paths.package_dirs = std::move(package_dirs);
 }
 
-CountSession::CountSession()
-    : instrument_(make_instrument(DeviceKind::Sim)),
-      live_frames_(std::make_shared<SyncFrames>()) {
-  std::weak_ptr<SyncFrames> frames = live_frames_;
-  instrument_->observe_syncs([frames](const SyncSiteKey& site) {
-    if (auto f = frames.lock()) f->note(site);
-  });
-}
+CountSession::CountSession() : instrument_(make_instrument(DeviceKind::Sim)) {}
 
 CountSession::~CountSession() {
   if (active_) instrument_->stop();
@@ -126,9 +186,6 @@ void CountSession::stop() {
   instrument_->stop();
   active_ = false;
   counts_.add(instrument_->take());
-  for (auto& [site, where] : live_frames_->take()) {
-    for (auto& [frame, n] : where) frames_[site][frame] += n;
-  }
 }
 
 void CountSession::set_trace(std::shared_ptr<TraceRecorder> trace) {
@@ -161,14 +218,13 @@ void CountSession::end_step() {
 
 void CountSession::mark() {
   if (active_) throw std::logic_error("mark() while the session counts: stop it first");
-  mark_ = Mark{counts_, frames_, step_ns_.size(), phase_clock_.sample_counts()};
+  mark_ = Mark{counts_, step_ns_.size(), phase_clock_.sample_counts()};
 }
 
 void CountSession::rewind() {
   if (active_) throw std::logic_error("rewind() while the session counts: stop it first");
   if (!mark_) throw std::logic_error("rewind() without a mark()");
   counts_ = mark_->counts;
-  frames_ = mark_->frames;
   step_ns_.resize(mark_->steps);
   step_cpu_ns_.resize(mark_->steps);
   probe_ns_.resize(mark_->steps);

@@ -2,7 +2,7 @@
 // CountSession: what `with harness_sim.count() as c:` drives. The sim instrument (the same
 // EventCollector and MemoryWatch as bench's) switched on for the with-block, the host time of
 // each `c.step()` and of the phases inside it (PhaseClock), and where each sync came from in
-// Python (SyncFrames). Turns what it saw into a VariantResult, as bench's StepWindow does.
+// Python (site.h). Turns what it saw into a VariantResult, as bench's StepWindow does.
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -17,19 +17,19 @@
 #include "harness/measure.h"
 #include "harness/report/model/result.h"
 
+struct _object;  // CPython's PyObject
+
 namespace harness::python {
 
-// Where syncs came from in Python: per sync site, the innermost frame outside torch and
-// harness_sim ("file:line in function"), counted. Filled by the collector's sync observer.
-class SyncFrames {
- public:
-  void note(const SyncSiteKey& site);
-  std::map<SyncSiteKey, std::map<std::string, int64_t>> take();
-
- private:
-  std::mutex mu_;
-  std::map<SyncSiteKey, std::map<std::string, int64_t>> frames_;
-};
+// Syncs and copies are sited (harness/instrument/site.h) by the calling thread's Python frames:
+// the innermost frame outside torch, Lightning and harness_sim, and the library frame it called.
+// install_python_sites() makes that the process's resolver (at import of harness_sim).
+void install_python_sites();
+// The ContextVar harness_sim.allow_sync sets (see _counting.py): a str inside an allowed region.
+void set_allowed_var(_object* var);  // a PyObject*
+// How sites name files: relative to `root` (the program's root; "": as they are), else from the
+// package on for a file under one of `package_dirs` (site-packages and the like).
+void set_site_paths(const std::string& root, std::vector<std::string> package_dirs);
 
 class CountSession {
  public:
@@ -60,9 +60,6 @@ class CountSession {
   // Everything counted so far (the with-block, steps or not).
   const Counts& counts() const { return counts_; }
   int64_t steps() const { return static_cast<int64_t>(step_ns_.size()); }
-  const std::map<SyncSiteKey, std::map<std::string, int64_t>>& sync_frames() const {
-    return frames_;
-  }
   // Counts, per-step figures (divided by steps(), or by 1 without steps), step and phase times.
   VariantResult variant(const std::string& name,
                         const std::map<std::string, std::string>& axes) const;
@@ -70,11 +67,9 @@ class CountSession {
  private:
   std::unique_ptr<Instrument> instrument_;
   std::shared_ptr<TraceRecorder> trace_;
-  std::shared_ptr<SyncFrames> live_frames_;
   bool active_ = false;
   bool in_step_ = false;
   Counts counts_;
-  std::map<SyncSiteKey, std::map<std::string, int64_t>> frames_;
   PhaseClock phase_clock_;
   int64_t step_started_ns_ = 0;
   int64_t step_started_cpu_ns_ = 0;
@@ -83,7 +78,6 @@ class CountSession {
   std::optional<NvtxRange> step_range_;  // "step N" while a c.step() runs
   struct Mark {
     Counts counts;
-    std::map<SyncSiteKey, std::map<std::string, int64_t>> frames;
     size_t steps = 0;
     std::map<std::string, size_t> phase_samples;
   };

@@ -11,10 +11,14 @@
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
+#include <string>
+#include <utility>
+
 #include "count_session.h"
 #include "trace_session.h"
 #include "harness/errors.h"
 #include "harness/instrument/sim/sim_device.h"
+#include "harness/report/gates/expectations.h"
 #include "harness/report/io/atomic_write.h"
 #include "harness/report/io/json_report.h"
 #include "harness/report/model/rank_merge.h"
@@ -89,15 +93,25 @@ py::dict counts_dict(const CountSession& s) {
     // Host time waited in these syncs (ns); None unless every one of them was timed.
     site["wait_ns"] = tally.timed == tally.count ? py::object(py::int_(tally.wait_ns))
                                                  : py::object(py::none());
-    py::dict frames;
-    const auto it = s.sync_frames().find(key);
-    if (it != s.sync_frames().end()) {
-      for (const auto& [where, m] : it->second) frames[py::str(where)] = m;
-    }
-    site["frames"] = frames;
+    site["frame"] = key.frame;
+    site["library"] = key.library;
+    site["allowed"] = key.allowed;
     sites.append(site);
   }
   d["sync_sites"] = sites;
+  py::list copy_sites;
+  for (const auto& [key, tally] : counts.copy_sites) {
+    py::dict site;
+    site["phase"] = key.phase;
+    site["kind"] = key.kind;
+    site["how"] = key.how;
+    site["frame"] = key.frame;
+    site["library"] = key.library;
+    site["count"] = tally.count;
+    site["bytes"] = tally.bytes;
+    copy_sites.append(site);
+  }
+  d["copy_sites"] = copy_sites;
   d["steps"] = s.steps();
   return d;
 }
@@ -176,6 +190,23 @@ void merge_rank_reports(const std::vector<std::string>& paths, const std::string
   write_report_file(out, merged);
 }
 
+// run --expect: the report's sites against an expectations file; (failed, what to print).
+std::pair<bool, std::string> check_expectations_of(const std::string& report_path,
+                                                   const std::string& expectations_path,
+                                                   bool strict) {
+  const ExpectationsFile file = parse_expectations_file(expectations_path);
+  const ExpectationCheck check = check_expectations(file, read_report_file(report_path));
+  return {check.failed(strict), check.text(strict)};
+}
+
+// run --write-expectations: every site of the report, with its count per step.
+void write_expectations_of(const std::string& report_path, const std::string& out_path,
+                           const std::string& description) {
+  write_file_atomically(out_path,
+                        expectations_json(read_report_file(report_path), description).dump(2) +
+                            "\n");
+}
+
 }  // namespace
 }  // namespace harness::python
 
@@ -188,6 +219,17 @@ PYBIND11_MODULE(_C, m) {
   m.attr("REPORT_SCHEMA_VERSION") = kReportSchemaVersion;
 
   m.def("initialize", &sim::initialize, py::arg("device_count") = sim::kDefaultDeviceCount);
+  python::install_python_sites();
+  m.def("check_expectations", &python::check_expectations_of, py::arg("report"),
+        py::arg("expectations"), py::arg("strict") = false,
+        "(failed, text): the report's sites against an expectations file");
+  m.def("write_expectations", &python::write_expectations_of, py::arg("report"), py::arg("out"),
+        py::arg("description"), "Writes the report's sites as an expectations file");
+  m.def("set_allowed_var", [](py::object var) { python::set_allowed_var(var.ptr()); },
+        py::arg("var"), "The ContextVar harness_sim.allow_sync sets");
+  m.def("set_site_paths", &python::set_site_paths, py::arg("root"), py::arg("package_dirs"),
+        "How sites name files: relative to the program's root, else from the package on for a "
+        "file under one of package_dirs");
   m.def("is_initialized", &sim::is_initialized);
   m.def("device_count", &sim::device_count);
   m.def("synchronize", &sim::synchronize, py::arg("index") = 0,

@@ -25,11 +25,12 @@ from ._version import check_torch as _check_torch
 _check_torch()
 
 from . import _C  # noqa: E402  (after the version check: a mismatched build must not load)
-from ._counting import Counts, SyncSite, count, phase, write_report  # noqa: E402
+from ._counting import (  # noqa: E402
+    CopySite, Counts, SyncSite, allow_sync, count, phase, write_report)
 from ._device import device_module as _device_module  # noqa: E402
 
-__all__ = ["count", "phase", "Counts", "SyncSite", "write_report", "device", "device_count",
-           "synchronize", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats",
+__all__ = ["count", "phase", "allow_sync", "Counts", "SyncSite", "CopySite", "write_report", "device",
+           "device_count", "synchronize", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats",
            "register_distributed_backend", "BACKEND_NAME"]
 __version__ = _C.HARNESS_VERSION
 
@@ -37,6 +38,9 @@ BACKEND_NAME = "sim"
 DEVICE_COUNT = 8
 
 _C.initialize(DEVICE_COUNT)  # names PrivateUse1 "sim" in c10, as rename_privateuse1_backend does
+from . import _sites  # noqa: E402
+
+_sites.configure()  # sites name files from the program's root (python -m harness_sim run's too)
 if not hasattr(torch, BACKEND_NAME):
     torch.utils.rename_privateuse1_backend(BACKEND_NAME)  # the same name again: Python's side
     torch._register_device_module(BACKEND_NAME, _device_module)

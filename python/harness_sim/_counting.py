@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import dataclasses
 import datetime
 import functools
@@ -35,25 +36,92 @@ class phase(contextlib.ContextDecorator):
         return False
 
 
+def _where(frame: str, library: str) -> str:
+    if not frame:
+        return library
+    return f"{frame} ({library})" if library else frame
+
+
+_allowed: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "harness_sim_allowed_sync", default=None)
+_C.set_allowed_var(_allowed)
+
+
+class allow_sync(contextlib.ContextDecorator):
+    """``with harness_sim.allow_sync("logging every 100 steps"):`` marks what the program means to
+    sync: its syncs are counted as any other, but each site says it is allowed and why, and
+    ``--expect`` does not fail on it (reports and the console list it apart). The mark follows
+    the thread and the asyncio task (a ``contextvars`` variable); it costs setting that variable
+    and nothing else when nothing is counting. Nests (the innermost reason is named). Usable as a
+    decorator."""
+
+    def __init__(self, why: str):
+        if not isinstance(why, str) or not why:
+            raise ValueError("allow_sync needs a reason: what the program syncs for")
+        self.why = why
+        self._tokens: list[contextvars.Token] = []
+
+    def __enter__(self):
+        self._tokens.append(_allowed.set(self.why))
+        return self
+
+    def __exit__(self, *exc):
+        _allowed.reset(self._tokens.pop())
+        return False
+
+
 @dataclasses.dataclass(frozen=True)
 class SyncSite:
-    """Where host-device synchronisations came from: the phase, the op, why it synced, how many
-    times, the Python frames that called it (``"file:line in function (library frame)"`` ->
-    count; empty for syncs on threads without Python frames, such as a C++ thread's), and
-    the host time waited in them (ns; on sim the time of the read or copy itself)."""
+    """Where host-device synchronisations came from, one line of the program each: the phase,
+    the op, why it synced, how many times, the program's own frame (``"train.py:42 in step"``,
+    the path relative to the program's root or from its package on) and the library frame that
+    made the call (``"torch/optim/optimizer.py:101 in _get_value"``), both ``""`` where not known
+    (a thread without Python frames, such as a C++ thread's), and the host time waited in them
+    (ns; on sim the time of the read or copy itself)."""
 
     phase: str
     op: str
     reason: str
     count: int
-    frames: Mapping[str, int]
+    frame: str = ""
+    library: str = ""
     wait_ns: int | None = None
+    allowed: str = ""  # inside harness_sim.allow_sync(why): why
+
+    @property
+    def where(self) -> str:
+        """``"frame (library)"``, as the console shows it."""
+        return _where(self.frame, self.library)
 
     def __str__(self) -> str:
-        frames = [(f, n) for f, n in self.frames.items() if f]
-        where = "; ".join(f"{f} x{n}" if len(frames) > 1 else f for f, n in frames)
+        where = self.where
         return (f"{self.count} x {self.op} ({self.reason}) in phase {self.phase}"
-                + (f" at {where}" if where else ""))
+                + (f" at {where}" if where else "")
+                + (f" [allowed: {self.allowed}]" if self.allowed else ""))
+
+
+@dataclasses.dataclass(frozen=True)
+class CopySite:
+    """The H2D or D2H tensor copies of one line that a user would move: ``how`` is "blocking"
+    (the host waited for it) or "pageable" (non-blocking, from or into pageable host memory,
+    which CUDA stages). Pinned non-blocking copies have no site."""
+
+    phase: str
+    kind: str
+    how: str
+    count: int
+    bytes: int
+    frame: str = ""
+    library: str = ""
+
+    @property
+    def where(self) -> str:
+        return _where(self.frame, self.library)
+
+    def __str__(self) -> str:
+        where = self.where
+        return (f"{self.count} x {self.how} {self.kind} copy ({self.bytes} bytes) in phase "
+                f"{self.phase}" + (f" at {where}" if where else ""))
 
 
 class Counts:
@@ -140,8 +208,13 @@ class Counts:
 
     @property
     def sync_sites(self) -> list[SyncSite]:
-        return [SyncSite(s["phase"], s["op"], s["reason"], s["count"], dict(s["frames"]),
-                         s["wait_ns"]) for s in self._counts()["sync_sites"]]
+        return [SyncSite(s["phase"], s["op"], s["reason"], s["count"], s["frame"], s["library"],
+                         s["wait_ns"], s["allowed"]) for s in self._counts()["sync_sites"]]
+
+    @property
+    def copy_sites(self) -> list[CopySite]:
+        return [CopySite(s["phase"], s["kind"], s["how"], s["count"], s["bytes"], s["frame"],
+                         s["library"]) for s in self._counts()["copy_sites"]]
 
     def per_step(self, figure: str) -> float:
         """A total divided by the steps: "launches", "syncs", "h2d", "d2h", "d2d" (copy counts)."""

@@ -48,6 +48,14 @@ def _parser() -> argparse.ArgumentParser:
                    help="chrome (default): one Chrome/Perfetto JSON file; kineto: PATH is a "
                         "directory, and rank0.pt.trace.json in it is shaped as PyTorch's "
                         "profiler writes it (HolisticTraceAnalysis reads it)")
+    p.add_argument("--expect", metavar="FILE",
+                   help="check the sync and copy sites by line against this expectations file "
+                        "(docs/expectations.md); exit 1 on a site not in it or above its count")
+    p.add_argument("--write-expectations", metavar="FILE",
+                   help="write the counted steps' sync and copy sites by line, with their counts "
+                        "per step, as an expectations file to edit and commit")
+    p.add_argument("--strict", action="store_true",
+                   help="with --expect: an expected site that did not occur fails too")
     p.add_argument("--baseline", help="baseline report for the gates' baseline rules and --html")
     p.add_argument("--html", help="write bench's HTML page of the report (needs the bench binary)")
     p.add_argument("--bench", help="the bench binary for --gate / --html (default: $HARNESS_BENCH, "
@@ -82,6 +90,9 @@ class RunOptions:
     as_cuda: bool
     out: str | None
     gate: list[str]
+    expect: str | None
+    write_expectations: str | None
+    strict: bool
     trace: str | None
     trace_format: str
     baseline: str | None
@@ -172,7 +183,9 @@ def _checked(args: argparse.Namespace, script: str | None, module: str | None,
             raise _Usage(message)
     return RunOptions(
         script=script, module=module, program_args=program_args, as_cuda=args.as_cuda,
-        out=args.out, gate=args.gate, trace=args.trace, trace_format=args.trace_format,
+        out=args.out, gate=args.gate, expect=args.expect,
+        write_expectations=args.write_expectations, strict=args.strict,
+        trace=args.trace, trace_format=args.trace_format,
         baseline=args.baseline, html=args.html, steps_from=args.steps_from,
         skip_steps=args.skip_steps, scenario=args.scenario, quiet=args.quiet,
         rank_dir=args.rank_dir, rank_trace_origin=args.rank_trace_origin, bench=bench,
@@ -247,10 +260,12 @@ def _find_bench(explicit: str | None) -> str | None:
 
 def _check_paths(args: argparse.Namespace) -> None:
     """The files read exist, and the directories the outputs go into."""
-    for path, what in [(g, "--gate") for g in args.gate] + [(args.baseline, "--baseline")]:
+    for path, what in ([(g, "--gate") for g in args.gate] + [(args.baseline, "--baseline"),
+                                                             (args.expect, "--expect")]):
         if path and not os.path.isfile(path):
             raise _Usage(f"{what} {path}: no such file")
-    for path, what in ((args.out, "--out"), (args.html, "--html")):
+    for path, what in ((args.out, "--out"), (args.html, "--html"),
+                       (args.write_expectations, "--write-expectations")):
         if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise _Usage(f"{what} {path}: its directory does not exist")
 
@@ -262,6 +277,7 @@ def _as_rank(args: argparse.Namespace, rank_dir: str) -> None:
     args.rank_dir = rank_dir
     args.out = _rank_report(rank_dir, rank)
     args.quiet, args.gate, args.html, args.baseline = True, [], None, None
+    args.expect = args.write_expectations = None
     args.trace = None
     if args.rank_trace_origin:
         args.trace = (_rank_trace(rank_dir, rank, "chrome") if args.trace_format == "chrome" else

@@ -76,9 +76,20 @@ def write_outputs(options: RunOptions, windows: StepWindows, trace,
         _summary(windows, options.name, options.skip_steps,
                  report_path if options.out else None, written[-1] if trace is not None else None,
                  ranks=1 + len(peer_reports), by_torchrun=options.torchrun is not None)
+    if options.write_expectations:
+        _C.write_expectations(report_path, options.write_expectations,
+                              f"written by python -m harness_sim run from {_config(options)['program']}"
+                              "; give each site a reason")
+        written.append(options.write_expectations)
+    status = EXIT_OK
+    if options.expect:
+        failed, text = _C.check_expectations(report_path, options.expect, options.strict)
+        sys.stderr.write(text)
+        status = EXIT_GATE if failed else EXIT_OK
     if options.bench is not None:
-        return _gates(options.bench, report_path, options)
-    return EXIT_OK
+        gates = _gates(options.bench, report_path, options)
+        status = gates if gates != EXIT_OK else status
+    return status
 
 
 def remove_written(written: list[str]) -> None:
@@ -163,21 +174,34 @@ def _summary(windows, name: str, skip: int, out: str | None, trace: str | None =
             w(f"  {label:<26}{s['launches']:>10}{s['syncs']:>8}{s['h2d']:>7}{s['d2h']:>7}"
               f"{s['d2d']:>7}\n")
     if f["steps"] and windows._at_last_boundary:
-        sites = windows._at_last_boundary["sync_sites"]
-        if sites:
-            w(f"  sync sites in the {windows.counted} counted steps:\n")
-        for site in sites:
-            frames = [fr for fr in site["frames"] if fr]
-            where = (f" at {frames[0]}" + (f" (+{len(frames) - 1} more)" if len(frames) > 1
-                                            else "")) if frames else ""
-            w(f"    {site['count']} x {site['op']} ({site['reason']}) in {site['phase']}"
-              f"{where}\n")
+        _site_lines(windows._at_last_boundary, windows.counted)
     if f["steps"] is None:
         w("  no step counted: the report has no per-step figures\n")
     if out:
         w(f"  report: {out}\n")
     if trace:
         w(f"  trace: {trace}\n")
+
+
+def _site_lines(counts: dict, steps: int) -> None:
+    """Each line of the program that synced or made a blocking or pageable copy in the counted
+    steps, on its own, the most frequent first."""
+    w = sys.stderr.write
+    syncs = sorted(counts["sync_sites"], key=lambda s: -s["count"])
+    if syncs:
+        w(f"  sync sites in the {steps} counted steps, by line:\n")
+    for s in syncs:
+        where = _counting._where(s["frame"], s["library"])
+        w(f"    {s['count']} x {s['op']} ({s['reason']}) in {s['phase']}"
+          + (f" at {where}" if where else "")
+          + (f" [allowed: {s['allowed']}]" if s["allowed"] else "") + "\n")
+    copies = sorted(counts["copy_sites"], key=lambda s: -s["count"])
+    if copies:
+        w(f"  copy sites in the {steps} counted steps (blocking or pageable), by line:\n")
+    for s in copies:
+        where = _counting._where(s["frame"], s["library"])
+        w(f"    {s['count']} x {s['how']} {s['kind']} ({s['bytes']} bytes) in {s['phase']}"
+          + (f" at {where}" if where else "") + "\n")
 
 
 def _gates(bench: str, report: str, args) -> int:

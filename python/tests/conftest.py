@@ -21,3 +21,12 @@ def bench() -> str:
     if not os.access(path, os.X_OK):
         pytest.fail(f"no bench binary at {path}: run ./scripts/setup.sh (or set HARNESS_BENCH)")
     return path
+
+
+def site_counts(steps: dict, *keys: str) -> dict:
+    """The counted steps' syncs summed by the given fields of their sites (sites are by line)."""
+    out: dict = {}
+    for site in steps["sync_sites"]:
+        key = tuple(site[k] for k in keys)
+        out[key] = out.get(key, 0) + site["count"]
+    return out

@@ -61,8 +61,10 @@ def test_item_is_a_d2h_copy_and_a_sync_named_with_its_python_frame():
     (site,) = c.sync_sites
     assert (site.phase, site.op, site.reason, site.count) == (
         "train.forward", "aten::_local_scalar_dense", "item", 1)
-    (frame,) = site.frames
-    assert "test_device.py" in frame and "test_item_is_a_d2h_copy" in frame
+    # The program's line, named from the program's root (the git root here).
+    assert site.frame.startswith("python/tests/test_device.py:")
+    assert site.frame.endswith(" in test_item_is_a_d2h_copy_and_a_sync_named_with_its_python_frame")
+    assert site.library == ""  # the program called .item() itself
     # Timed, and 0: the sim runs each op as it is launched, so nothing is queued before the read.
     assert site.wait_ns == 0
     assert c.phases["train.forward"]["syncs"] == 1
@@ -79,9 +81,9 @@ def test_a_sync_in_backward_names_the_backward_call():
         err[err > 0].sum().backward()
     assert torch._C._is_multithreading_enabled() == before
     site = next(s for s in c.sync_sites if s.op == "aten::_index_put_impl_")
-    (frame,) = site.frames
-    assert "test_device.py" in frame and "test_a_sync_in_backward" in frame
-    assert "_engine_run_backward" in frame
+    assert "test_device.py" in site.frame and "test_a_sync_in_backward" in site.frame
+    assert site.library.startswith("torch/autograd/graph.py:")
+    assert "_engine_run_backward" in site.library
 
 
 def test_copy_rules_blocking_pageable_and_non_blocking_pinned():

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, site_counts
 from harness_sim._run import main as run
 
 PROGRAMS = REPO / "examples" / "programs"
@@ -58,7 +58,7 @@ def test_steps_are_optimizer_steps_and_windows_end_at_them(tmp_path, capsys):
     # follows the last step: windows 2..5 hold the item() of steps 1..4, never step 5's.
     assert steps["total"]["sync.count"] == 4 + 4      # 4 blocking H2D copies + 4 item()
     assert steps["total"]["d2h.count"] == 4
-    sites = {(s["phase"], s["op"], s["reason"]): s["count"] for s in steps["sync_sites"]}
+    sites = site_counts(steps, "phase", "op", "reason")
     assert sites == {("(none)", "aten::_local_scalar_dense", "item"): 4,
                      ("forward", "aten::copy_", "blocking copy H2D"): 4}
     # record_function and NVTX ranges are phases, and so is torch.optim's own record_function.
@@ -129,6 +129,78 @@ def test_gates_and_html_through_bench(tmp_path, bench):
     rule["max"] = 1
     gate.write_text(json.dumps({"gate_version": 1, "rules": [rule]}))
     assert run(["--bench", bench, "--gate", str(gate), "--", prog, "4"]) == 1
+
+
+def _with_line(after: str, line: str) -> str:
+    """LOOP with `line` inserted after the line that starts with `after` (same indent)."""
+    out = []
+    for text in LOOP.splitlines():
+        out.append(text)
+        if text.strip().startswith(after):
+            out.append(text[:len(text) - len(text.lstrip())] + line)
+    return "\n".join(out) + "\n"
+
+
+def test_expectations_pass_a_moved_line_and_fail_a_new_one_by_name(tmp_path, capsys, bench):
+    prog = _script(tmp_path, LOOP)
+    expected, base = tmp_path / "expect.json", tmp_path / "base.json"
+    assert run(["-q", "--write-expectations", str(expected), "--out", str(base), "--",
+                prog, "4"]) == 0
+    # Every variant's sites: the counted steps', and those before them (the model's .to()).
+    entries = json.loads(expected.read_text())["sites"]
+    assert {e["variant"] for e in entries} == {"steps", "before_steps"}
+    assert {(e["site"], e["what"], e["frame"], e["per_step"]) for e in entries
+            if e["variant"] == "steps"} == {
+        ("sync", "aten::_local_scalar_dense, item", f"{prog}:13 in <module>", 1),
+        ("sync", "aten::copy_, blocking copy H2D", f"{prog}:7 in <module>", 1),
+        ("copy", "blocking H2D", f"{prog}:7 in <module>", 1)}
+    assert run(["-q", "--expect", str(expected), "--", prog, "4"]) == 0
+    # A line above the loop moves every site down by one: they are the same sites.
+    _script(tmp_path, "import os\n" + LOOP)
+    assert run(["-q", "--expect", str(expected), "--", prog, "4"]) == 0
+    capsys.readouterr()
+    # One more .item() per step, in a helper the loop calls: that line is named, exit 1. (All the
+    # others move down by 3 lines and pass: same function, same op, same count.)
+    _script(tmp_path, "def peek(m):\n    return m.weight.sum().item()\n\n" +
+            _with_line("opt.zero_grad()", "peek(model)"))
+    head = tmp_path / "head.json"
+    assert run(["-q", "--expect", str(expected), "--out", str(head), "--", prog, "4"]) == 1
+    err = capsys.readouterr().err
+    assert "8 sites checked against" in err and "1 unexpected, 0 above their count, 0 stale" in err
+    assert (f"UNEXPECTED prog steps: 1 sync/step at {prog}:2 in peek "
+            "(aten::_local_scalar_dense, item) in (none): not expected") in err
+    # A failed expectation, as a failed gate, keeps the report: compare names the line too.
+    r = subprocess.run([bench, "compare", str(base), str(head)], capture_output=True, text=True)
+    assert r.returncode == 1, r.stdout + r.stderr  # per_step.sync.count 2 -> 3
+    assert (f"+1 sync/step at {prog}:2 in peek (aten::_local_scalar_dense, item) in (none): new"
+            in r.stdout), r.stdout
+    assert "sites by line (per step, base -> head):" in r.stdout
+    # An expected site that stops occurring is stale: a warning, a failure with --strict.
+    _script(tmp_path, LOOP.replace("    print(loss.item())\n", "    loss = loss.detach()\n"))
+    assert run(["-q", "--expect", str(expected), "--", prog, "4"]) == 0
+    assert "stale      prog steps: expected 1 sync/step at" in capsys.readouterr().err
+    assert run(["-q", "--strict", "--expect", str(expected), "--", prog, "4"]) == 1
+    # Bad input: a missing file, a file that is not an expectations file.
+    assert run(["--expect", str(tmp_path / "none.json"), "--", prog, "4"]) == 2
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"expectations_version": 1, "sites": [{"scenario": "prog"}]}')
+    assert run(["--expect", str(bad), "--", prog, "4"]) == 2
+    assert "sites[0]: missing 'variant'" in capsys.readouterr().err
+
+
+def test_allowed_syncs_are_listed_apart_and_not_checked(tmp_path, capsys):
+    prog = _script(tmp_path, "import harness_sim\n" + LOOP.replace(
+        "    print(loss.item())\n",
+        "    with harness_sim.allow_sync('the loss, printed'):\n        print(loss.item())\n"))
+    expected = tmp_path / "expect.json"
+    assert run(["--write-expectations", str(expected), "--", prog, "4"]) == 0
+    err = capsys.readouterr().err
+    assert (f"3 x aten::_local_scalar_dense (item) in (none) at {prog}:15 in <module> "
+            "[allowed: the loss, printed]") in err
+    assert all(e["what"] != "aten::_local_scalar_dense, item"
+               for e in json.loads(expected.read_text())["sites"])
+    assert run(["--expect", str(expected), "--", prog, "4"]) == 0
+    assert "1 allowed in the program" in capsys.readouterr().err
 
 
 def test_exit_codes(tmp_path, capsys):

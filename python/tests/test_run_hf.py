@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import re
 
 import pytest
 
-from conftest import REPO
-from harness_sim import _run_output
+from conftest import REPO, site_counts
 from harness_sim._run import main as run
 
 PROGRAMS = REPO / "examples" / "programs"
@@ -48,26 +46,17 @@ def _fresh_accelerate_state():
     os.environ.update(environ)
 
 
-def _count(monkeypatch, tmp_path, program: str):
-    """`run --as-cuda --out` of PROGRAM: the report's counted steps, and the Python line of every
-    sync in them ("package/file.py:line in function" -> count). The report has each sync site's
-    count (phase, op, reason), not its lines: those are read where run's summary reads them
-    (all of them, where the summary prints the first and "(+N more)")."""
-    lines = {}
-    summary = _run_output._summary
-
-    def keep_lines(windows, *args, **kwargs):
-        for site in windows._at_last_boundary["sync_sites"]:
-            for frame, n in site["frames"].items():
-                frame = re.sub(r"^.*/(site-packages|dist-packages|examples/programs)/", "", frame)
-                lines[(site["reason"], frame)] = lines.get((site["reason"], frame), 0) + n
-        return summary(windows, *args, **kwargs)
-
-    monkeypatch.setattr(_run_output, "_summary", keep_lines)
+def _count(tmp_path, program: str):
+    """`run --as-cuda --out` of PROGRAM: the report's counted steps, and the line of every sync
+    in them, from the report's sites ((reason, "package/file.py:line in function") -> count)."""
     out = tmp_path / "report.json"
     assert run(["--as-cuda", "--out", str(out), "--", str(PROGRAMS / program)]) == 0
     (scenario,) = json.loads(out.read_text())["scenarios"]
     steps = {v["name"]: v for v in scenario["variants"]}["steps"]
+    lines = {}
+    for site in steps["sync_sites"]:
+        key = (site["reason"], site["frame"].removeprefix("examples/programs/"))
+        lines[key] = lines.get(key, 0) + site["count"]
     return steps, lines
 
 
@@ -76,12 +65,13 @@ def test_transformers_trainer_bf16_llama_as_cuda(tmp_path, monkeypatch, capsys):
     # batch 4 x 32 random tokens): fused AdamW (Trainer's default optim with torch >= 2.8), grad
     # clipping at max_grad_norm=1.0, bf16 autocast from Accelerate.
     _library("transformers")
-    steps, lines = _count(monkeypatch, tmp_path, "hf_trainer.py")
+    steps, lines = _count(tmp_path, "hf_trainer.py")
     captured = capsys.readouterr()
     assert "device sim:0 steps 6" in captured.out
-    assert ("19 x aten::_local_scalar_dense (item) in (none) at " in captured.err and
-            "/transformers/masking_utils.py:761 in find_packed_sequence_indices (+3 more)\n"
-            in captured.err)
+    # The summary lists each line on its own, the most frequent first.
+    assert ("  sync sites in the 5 counted steps, by line:\n"
+            "    10 x aten::_local_scalar_dense (item) in (none) at "
+            "transformers/trainer.py:1919 in _run_epoch" in captured.err)
     assert steps["measured_steps"] == 5  # 6 optimizer steps, the first --skip-steps'
     total, per_step = steps["total"], steps["per_step"]
     # Every sync of a step, from transformers' and accelerate's own lines (5 counted steps):
@@ -109,9 +99,11 @@ def test_transformers_trainer_bf16_llama_as_cuda(tmp_path, monkeypatch, capsys):
     # Not a sync: the clip (accelerator.clip_grad_norm_ -> torch.nn.utils.clip_grad_norm_,
     # error_if_nonfinite=False: _foreach_norm on the device), the loss count of
     # _get_num_items_in_batch (labels.ne(-100).sum() stays on the device), fused AdamW.
-    sites = {(s["op"], s["reason"]): s["count"] for s in steps["sync_sites"]}
-    assert sites == {("aten::_local_scalar_dense", "item"): 19,
-                     ("aten::copy_", "blocking copy H2D"): 10}
+    assert site_counts(steps, "op", "reason") == {("aten::_local_scalar_dense", "item"): 19,
+                                                  ("aten::copy_", "blocking copy H2D"): 10}
+    # The blocking copies are copy sites too, at the same line.
+    assert [(c["kind"], c["how"], c["frame"], c["count"]) for c in steps["copy_sites"]] == [
+        ("H2D", "blocking", "accelerate/utils/operations.py:160 in send_to_device", 10)]
     assert total["sync.count"] == 29 and per_step["sync.count"] == pytest.approx(5.8)
     assert total["h2d.count"] == 10 and per_step["h2d.count"] == 2   # input_ids, labels
     assert total["d2h.count"] == 19 and per_step["d2h.count"] == pytest.approx(3.8)  # the .item()s
@@ -124,7 +116,7 @@ def test_transformers_trainer_bf16_llama_as_cuda(tmp_path, monkeypatch, capsys):
 def test_accelerate_bf16_loop_as_cuda(tmp_path, monkeypatch, capsys):
     # Accelerator(mixed_precision="bf16"), prepare(model, AdamW, DataLoader, OneCycleLR),
     # accelerator.backward, clip_grad_norm_, gather for the accuracy; 6 steps, a log every 3.
-    steps, lines = _count(monkeypatch, tmp_path, "accelerate_loop.py")
+    steps, lines = _count(tmp_path, "accelerate_loop.py")
     captured = capsys.readouterr()
     assert "step 6 loss" in captured.out and "mixed precision bf16" in captured.out
     assert "10 x aten::copy_ (blocking copy H2D) in (none) at " in captured.err
@@ -144,9 +136,8 @@ def test_accelerate_bf16_loop_as_cuda(tmp_path, monkeypatch, capsys):
     # (unscale_gradients does nothing without a scaler; torch's clip_grad_norm_ with
     # error_if_nonfinite=False), AcceleratedOptimizer.step (no scaler: optimizer.step),
     # accelerator.gather on one process (returns its tensors), the accuracy kept on the device.
-    sites = {(s["op"], s["reason"]): s["count"] for s in steps["sync_sites"]}
-    assert sites == {("aten::_local_scalar_dense", "item"): 2,
-                     ("aten::copy_", "blocking copy H2D"): 10}
+    assert site_counts(steps, "op", "reason") == {("aten::_local_scalar_dense", "item"): 2,
+                                                  ("aten::copy_", "blocking copy H2D"): 10}
     assert total["sync.count"] == 12 and per_step["sync.count"] == pytest.approx(2.4)
     assert total["h2d.count"] == 10 and per_step["h2d.count"] == 2   # inputs, labels
     assert total["d2h.count"] == 2 and per_step["d2h.count"] == pytest.approx(0.4)

@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from conftest import REPO
+from conftest import REPO, site_counts
 from harness_sim._run import main as run
 
 PROGRAMS = REPO / "examples" / "programs"
@@ -67,7 +67,7 @@ def test_transformer_demo_on_random_tokens_steps_from_lightning(tmp_path):
     assert steps["per_step"]["launch.count"] == 282
     assert steps["launches_by_op"]["aten::_scaled_dot_product_efficient_attention"] == 12
     assert steps["launches_by_op"]["aten::native_layer_norm"] == 24
-    sites = {(s["phase"], s["op"], s["reason"]): s["count"] for s in steps["sync_sites"]}
+    sites = site_counts(steps, "phase", "op", "reason")
     assert sites == {("training_step", "aten::_local_scalar_dense", "item"): 2,
                      ("training_step", "aten::copy_", "blocking copy H2D"): 2}
 
@@ -116,7 +116,7 @@ def test_cuda_loop_as_cuda(tmp_path, capsys):
     assert "True sim:0" in printed  # memory_allocated() > 0 and the model's device
     steps = _steps(out)["steps"]
     assert steps["measured_steps"] == 5
-    sites = {(s["op"], s["reason"]): s["count"] for s in steps["sync_sites"]}
+    sites = site_counts(steps, "op", "reason")
     assert sites == {("aten::_local_scalar_dense", "item"): 5,
                      ("aten::copy_", "blocking copy H2D"): 10,
                      ("aten::index", "boolean mask index: count read by the host (nonzero)"): 5,
@@ -141,7 +141,7 @@ def test_amp_cnn_as_cuda_counts_the_ops_cuda_runs(tmp_path):
     assert ops["aten::_amp_foreach_non_finite_check_and_unscale_"] == 5
     assert ops["aten::_amp_update_scale_"] == 5
     assert "aten::native_batch_norm" not in ops and "aten::convolution_overrideable" not in ops
-    sites = {(s["op"], s["reason"]): s["count"] for s in steps["sync_sites"]}
+    sites = site_counts(steps, "op", "reason")
     # per iteration: the scaler's found_inf .item() and the print's loss.item(); x and y copied
     assert sites == {("aten::_local_scalar_dense", "item"): 10,
                      ("aten::copy_", "blocking copy H2D"): 10}
@@ -160,7 +160,7 @@ def test_lstm_language_model_as_cuda_is_one_cudnn_rnn_per_step(tmp_path):
     assert ops["aten::_foreach_norm"] == 5  # clip_grad_norm_: no sync of its own
     # the flat fp16 weight buffer AutocastRNN.cpp makes every call, and h0, c0
     assert ops["aten::zero_"] == 3 * 5 + 1  # + total_loss.zero_() at the read
-    sites = {(s["op"], s["reason"]): s["count"] for s in steps["sync_sites"]}
+    sites = site_counts(steps, "op", "reason")
     assert sites == {("aten::_local_scalar_dense", "item"): 1}  # math.exp(mean) at step 6
     # corpus[step].to(device, non_blocking=True) from pageable memory: a copy, not a sync
     assert steps["total"]["h2d.count"] == 5 and steps["total"]["sync.count"] == 1
@@ -219,7 +219,7 @@ def test_torchvision_resnet_as_cuda(tmp_path):
     # norm's input bf16, which cuDNN's batch norm refuses: native_batch_norm, as on CUDA
     assert per_step["aten::cudnn_convolution"] == per_step["aten::convolution_backward"] == 20
     assert per_step["aten::native_batch_norm"] == 20 and "aten::cudnn_batch_norm" not in per_step
-    sites = {(s["op"], s["reason"]): s["count"] for s in steps["sync_sites"]}
+    sites = site_counts(steps, "op", "reason")
     # two prints in the window, each formatting two device tensors (Tensor.__format__ -> item)
     assert sites == {("aten::_local_scalar_dense", "item"): 4}
     assert steps["total"]["h2d.count"] == 8  # images and labels, non-blocking: copies, no syncs
@@ -248,7 +248,9 @@ def test_lightning_accelerator_gpu_as_cuda_trains_on_sim_as_accelerator_sim(tmp_
      "torch.nn.DataParallel(torch.nn.Linear(2, 2).cuda())(torch.ones(4, 2).cuda())",
      "nn.DataParallel over several devices"),
 ])
-def test_as_cuda_refuses_what_sim_cannot_run(tmp_path, capsys, call, named):
+def test_as_cuda_refuses_what_sim_cannot_run(tmp_path, capsys, monkeypatch, call, named):
+    # The program may set CUDA_VISIBLE_DEVICES in this process: it is put back after the test.
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
     prog = tmp_path / "p.py"
     prog.write_text(f"import torch\n{call}\n")
     assert run(["--as-cuda", "--", str(prog)]) == 3

@@ -177,7 +177,7 @@ class ResumeAdamRun(unittest.TestCase):
             self.assertEqual(v["samples"]["sync.wait_time"], [0] * v["measured_steps"], name)
         item = [s for s in self.variants["resume_move_all/foreach"]["sync_sites"]
                 if s["op"] == "aten::_local_scalar_dense"]
-        self.assertEqual([(s["reason"], s["wait_ns"]) for s in item], [("item", 0)])
+        self.assertEqual([(s["reason"], s["wait_ns"]) for s in item], [("item", 0)] * 2)  # 2 lines
         self.assertGreater(item[0]["count"], 0)
 
     def test_progress_on_stderr(self):
@@ -207,13 +207,20 @@ class ResumeAdamRun(unittest.TestCase):
                     self.assertEqual(per_step(v, metric), per_step(fresh, metric),
                                      (impl, policy, metric))
 
-    def test_sync_sites_name_item_in_optimizer_step(self):
+    def test_sync_sites_name_item_in_optimizer_step_by_line(self):
         sites = self.variants["resume_move_all/foreach"]["sync_sites"]
         item = [s for s in sites if s["op"] == "aten::_local_scalar_dense"]
-        self.assertEqual(len(item), 1)
-        self.assertEqual(item[0]["phase"], "optimizer.step")
-        self.assertEqual(item[0]["count"], 2 * self.params * self.variants[
-            "resume_move_all/foreach"]["measured_steps"])
+        # foreach Adam reads each step tensor back twice, on two lines (its two bias corrections)
+        self.assertEqual(len(item), 2)
+        for site in item:
+            self.assertEqual(site["phase"], "optimizer.step")
+            self.assertEqual(site["count"], self.params * self.variants[
+                "resume_move_all/foreach"]["measured_steps"])
+            self.assertRegex(site["frame"],
+                             r"^harness/runtime/optim/adam_foreach\.cpp:\d+ in multi_tensor_adam$")
+        self.assertNotEqual(item[0]["frame"], item[1]["frame"])
+        self.assertEqual(self.report["schema_version"], "1.7.0")
+        self.assertIn("adam_foreach.cpp:", self.result.stdout)  # the console's where column
 
     def test_resumed_runs_are_correct(self):
         for name, v in self.variants.items():
@@ -325,8 +332,44 @@ class Trace(unittest.TestCase):
         item = [e for e in syncs if e["name"] == "aten::_local_scalar_dense"]
         self.assertEqual(len(item), 200)  # 2 x 10 parameter tensors x 10 measured steps
         self.assertTrue(all(e["args"]["phase"] == "optimizer.step" for e in item))
+        self.assertTrue(all(e["args"]["site"].startswith("harness/runtime/optim/adam_foreach.cpp:")
+                            for e in item))
         sections = [e["name"] for e in events if e.get("cat") == "variant" and e["ph"] == "B"]
         self.assertIn("resume_adam resume_move_all/foreach", sections)
+
+
+class Expectations(unittest.TestCase):
+    """--write-expectations, then --expect: passes on the same code, fails naming the line when a
+    site is above its count, is bad input when the file is."""
+
+    def test_write_then_expect(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "expect.json")
+            args = ["--scenario", "resume_adam", "--device", "sim", "--variant",
+                    "resume_move_all/foreach", "--steps", "2", "-q"]
+            r = bench(*args, "--write-expectations", path)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            with open(path) as f:
+                doc = json.load(f)
+            items = [e for e in doc["sites"] if e["what"] == "aten::_local_scalar_dense, item"]
+            self.assertEqual([e["per_step"] for e in items], [10, 10])
+            r = bench(*args, "--expect", path)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("0 unexpected, 0 above their count, 0 stale", r.stdout)
+            items[0]["per_step"] = 9
+            items[0]["reason"] = "one fewer, to see it fail"
+            with open(path, "w") as f:
+                json.dump(doc, f)
+            r = bench(*args, "--expect", path)
+            self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+            self.assertRegex(r.stdout, r"ABOVE +resume_adam resume_move_all/foreach: 10 sync/step "
+                                       r"at harness/runtime/optim/adam_foreach\.cpp:\d+ in "
+                                       r"multi_tensor_adam .*expected 9 \(one fewer, to see it fail\)")
+            with open(path, "w") as f:
+                f.write('{"expectations_version": 2, "sites": []}')
+            r = bench(*args, "--expect", path)
+            self.assertEqual(r.returncode, 2)
+            self.assertIn("expectations_version", r.stderr)
 
 
 class InstrumentOverhead(unittest.TestCase):
