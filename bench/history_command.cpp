@@ -48,7 +48,10 @@ ExitCode run_history_check(const HistoryOptions& o) {
     throw InputError("history database '" + o.db + "' has no series" +
                      (o.filter.scenario.empty() && o.filter.metric_glob.empty() ? "" : " matching the filters"));
   }
-  const history::CheckResult result = history::check_history(series, store.run_count(), o.check);
+  history::SeriesFilter of_variants = o.filter;  // every site of the variants checked
+  of_variants.metric_glob.clear();
+  const history::CheckResult result = history::check_history(
+      series, store.run_count(), o.check, store.series(of_variants, /*sites=*/true));
   if (o.format == "json") {
     ReportJson out = history::show_json(series, result.runs, o.check);
     out["failed"] = result.failed();

@@ -91,14 +91,14 @@ std::string frame_file(PyFrameObject* frame) {
 
 // The innermost frame of the calling thread outside the libraries, and its library callee for
 // context: frame "train.py:42 in training_step", library "torch/optim/adam.py:512 in
-// _multi_tensor_adam". The callee is a frame of harness_sim's own only where no other library
-// frame is between (run --as-cuda's TorchFunctionMode sits under every torch call: torch's line
-// is the one to name). Needs the GIL; false on a thread without Python frames (a C++ thread's).
+// _multi_tensor_adam". harness_sim's own frames are never the callee (run --as-cuda's
+// TorchFunctionMode sits under every torch call: naming it would say nothing, and would tie a
+// site to harness_sim's line numbers). Needs the GIL; false on a thread without Python frames.
 bool python_caller(Site& out) {
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   if (frame == nullptr) return false;
   Py_INCREF(frame);
-  std::string innermost_library, innermost_own;  // innermost_own: harness_sim's
+  std::string innermost_library;
   while (frame != nullptr) {
     const std::string file = frame_file(frame);
     if (!is_library_file(file)) {
@@ -107,13 +107,12 @@ bool python_caller(Site& out) {
       break;
     }
     const bool own = file.find("/harness_sim/") != std::string::npos;
-    if (own && innermost_own.empty()) innermost_own = frame_text(frame, file);
     if (!own && innermost_library.empty()) innermost_library = frame_text(frame, file);
     PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
     Py_DECREF(frame);
     frame = back;
   }
-  out.library = innermost_library.empty() ? innermost_own : innermost_library;
+  out.library = innermost_library;
   return !out.empty();
 }
 

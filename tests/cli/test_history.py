@@ -95,6 +95,10 @@ class History(unittest.TestCase):
                 each.pop("samples")
             v = variant(doc, "resume_move_all/foreach")
             v["per_step"]["sync.count"] += 1
+            v["sync_sites"].append({"phase": "optimizer.step", "op": "aten::_local_scalar_dense",
+                                    "reason": "item", "count": v["measured_steps"],
+                                    "wait_ns": 0, "frame": "train.py:42 in step",
+                                    "library": "", "allowed": ""})
             raised = self.path(f"raised{i}.json")
             write_json(raised, doc)
             r = bench("history", "add", raised, "--db", db, "--branch", "main",
@@ -105,6 +109,9 @@ class History(unittest.TestCase):
         line = next(l for l in r.stdout.splitlines() if "REGRESSION" in l)
         self.assertIn("resume_adam resume_move_all/foreach per_step.sync.count: 20 -> 21", line)
         self.assertIn("from commit badc0ffee123 on main (2026-02-01T06:00:00Z)", line)
+        # The line it came with, from the sites kept beside the counts.
+        self.assertIn(line + "\n      +1 sync/step at train.py:42 in step "
+                      "(aten::_local_scalar_dense, item) in optimizer.step: new\n", r.stdout)
         # Only that variant and metric.
         self.assertEqual(r.stdout.count("REGRESSION"), 1, r.stdout)
         # Filters: another metric, another scenario.

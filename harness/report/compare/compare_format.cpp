@@ -221,6 +221,14 @@ std::string comparison_markdown(const RunComparison& c, bool strict, size_t max_
       out += row;
     }
   };
+  // Which lines: first, as what a reader of a red PR asks first (a quarter of the limit at most).
+  const std::string sites = site_lines(c, "", true);
+  if (!sites.empty()) {
+    out += sites.size() <= limit / 4
+               ? "\n### Sites by line (per step, base → head)\n" + sites
+               : "\n" + std::to_string(c.sites.size()) +
+                     " sites by line changed; `bench compare --format json` lists them.\n";
+  }
   const size_t folded = c.count(Change::Unchanged) + c.count(Change::Info);
   const size_t changed_rows = c.rows.size() - folded;
   if (changed_rows > 0) {
@@ -240,13 +248,6 @@ std::string comparison_markdown(const RunComparison& c, bool strict, size_t max_
     out += "\n" + std::to_string(dropped) +
            " rows left out to stay under the size limit; `bench compare --format json` has "
            "them all.\n";
-  }
-  const std::string sites = site_lines(c, "", true);
-  if (!sites.empty()) {
-    out += out.size() + sites.size() + 40 <= limit
-               ? "\n### Sites by line (per step, base → head)\n" + sites
-               : "\n" + std::to_string(c.sites.size()) +
-                     " sites by line changed; `bench compare --format json` lists them.\n";
   }
   return out + tail;
 }

@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <sstream>
 
-#include "harness/report/text/format.h"
+#include "harness/report/compare/site_diff.h"
 #include "harness/report/compare/statistics.h"
+#include "harness/report/history/store.h"
+#include "harness/report/text/format.h"
 
 namespace harness::history {
 namespace {
@@ -38,6 +40,82 @@ std::string number(double value, const std::string& unit) {
 std::string percent(double change) {
   char out[32];
   std::snprintf(out, sizeof out, "%+.1f%%", change * 100);
+  return out;
+}
+
+// A site's series name, back to its fields (store.h, kSiteSeriesPrefix).
+struct SiteName {
+  bool sync = true;
+  std::string phase, what, frame, library, allowed;
+};
+
+std::optional<SiteName> parse_site_name(const std::string& metric) {
+  std::vector<std::string> fields;
+  size_t begin = 0;
+  for (size_t tab; (tab = metric.find('\t', begin)) != std::string::npos; begin = tab + 1) {
+    fields.push_back(metric.substr(begin, tab - begin));
+  }
+  fields.push_back(metric.substr(begin));
+  if (fields.size() < 5) return std::nullopt;
+  SiteName n;
+  n.sync = fields[0] == std::string(kSiteSeriesPrefix) + "sync";
+  n.phase = fields[1];
+  n.what = fields[2];
+  n.frame = fields[3];
+  n.library = fields[4];
+  if (fields.size() > 5) n.allowed = fields[5];
+  return n;
+}
+
+// Which kind of site a count metric is made of: "sync", "H2D", "D2H"; "" for none.
+std::string site_kind(const std::string& metric) {
+  if (metric == "per_step.sync.count") return "sync";
+  if (metric == "per_step.h2d.count") return "H2D";
+  if (metric == "per_step.d2h.count") return "D2H";
+  return "";
+}
+
+std::optional<double> value_in_run(const Series& s, int64_t run_id) {
+  for (const Point& p : s.points) {
+    if (p.run.id == run_id) return p.value.value_or(0);
+  }
+  return std::nullopt;
+}
+
+// The lines of `f`'s variant whose count per step changed between the run before the change and
+// the run of it.
+std::vector<std::string> changed_sites(const Series& series, const Finding& f,
+                                       const std::vector<Series>& sites) {
+  const std::string kind = site_kind(series.metric);
+  if (kind.empty()) return {};
+  int64_t before_run = -1;
+  for (size_t i = f.index; i-- > 0;) {
+    if (series.points[i].value) {
+      before_run = series.points[i].run.id;
+      break;
+    }
+  }
+  std::vector<std::string> out;
+  for (const Series& s : sites) {
+    if (s.scenario != series.scenario || s.variant != series.variant) continue;
+    const std::optional<SiteName> name = parse_site_name(s.metric);
+    if (!name || name->sync != (kind == "sync")) continue;
+    if (!name->sync && name->what.find(kind) == std::string::npos) continue;
+    const double before = value_in_run(s, before_run).value_or(0);
+    const double after = value_in_run(s, f.run.id).value_or(0);
+    if (std::fabs(after - before) <= kCountTolerance * std::max(1.0, std::fabs(before))) continue;
+    SiteChange c;
+    c.kind = before == 0 ? SiteChange::Added : after == 0 ? SiteChange::Removed : SiteChange::Changed;
+    c.sync = name->sync;
+    c.phase = name->phase;
+    c.what = name->what;
+    c.frame = name->frame;
+    c.library = name->library;
+    c.allowed = name->allowed;
+    c.base = before;
+    c.head = after;
+    out.push_back(describe(c));
+  }
   return out;
 }
 
@@ -99,12 +177,15 @@ bool CheckResult::failed() const {
 }
 
 CheckResult check_history(const std::vector<Series>& series, size_t runs,
-                          const CheckOptions& options) {
+                          const CheckOptions& options, const std::vector<Series>& sites) {
   CheckResult out;
   out.runs = runs;
   for (const Series& s : series) {
     ++out.series_checked;
-    for (Finding& f : series_findings(s, options)) out.findings.push_back(std::move(f));
+    for (Finding& f : series_findings(s, options)) {
+      if (f.kind == MetricKind::Count) f.sites = changed_sites(s, f, sites);
+      out.findings.push_back(std::move(f));
+    }
   }
   return out;
 }
@@ -147,6 +228,7 @@ std::string check_text(const CheckResult& result, const CheckOptions& options) {
       }
       out << "  " << (f.regression ? (newest ? "REGRESSION " : "regression ") : "improvement ")
           << describe(f) << "\n";
+      for (const std::string& site : f.sites) out << "      " << site << "\n";
     }
   }
   return out.str();

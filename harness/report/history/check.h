@@ -39,6 +39,9 @@ struct Finding {
   bool regression = false;       // a rise
   bool recent = false;           // starts in the newest `since` runs
   bool within_one_build = false; // times: one commit measured at both levels (the machine)
+  // Counts of syncs or copies: the lines whose count per step changed at the same run
+  // ("+1 sync/step at train.py:42 in step (...)"), from the sites' series.
+  std::vector<std::string> sites;
 
   double relative_change() const;  // after / before - 1 (0 when before is 0)
   bool fails() const { return regression && recent && !within_one_build; }
@@ -54,8 +57,10 @@ struct CheckResult {
   bool failed() const;
 };
 
+// `sites`: the sites' series (Store::series(filter, true)), to name the lines a change of
+// per_step.sync.count, .h2d.count or .d2h.count came with; empty: none named.
 CheckResult check_history(const std::vector<Series>& series, size_t runs,
-                          const CheckOptions& options);
+                          const CheckOptions& options, const std::vector<Series>& sites = {});
 
 // "resume_adam resume_move_all/foreach per_step.d2h.count: 20 -> 40 (+100%) from commit abc1234
 //  (main, 2026-01-02T00:00:00Z)"; times add the p-value.

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "harness/errors.h"
+#include "harness/report/compare/site_diff.h"
 #include "harness/report/model/pattern.h"
 
 namespace harness::history {
@@ -178,6 +179,11 @@ std::vector<HistoryMetric> history_metrics(const VariantResult& variant) {
     if (m.name == "step_time.median" || m.name == "step_cpu_time.median") {
       out.push_back({"timing." + m.name, "ns", MetricKind::Time, m.value});
     }
+  }
+  for (const SiteRow& r : site_rows(variant)) {
+    out.push_back({std::string(kSiteSeriesPrefix) + (r.sync ? "sync" : "copy") + "\t" + r.phase +
+                       "\t" + r.what + "\t" + r.frame + "\t" + r.library + "\t" + r.allowed,
+                   "count", MetricKind::Count, r.per_step});
   }
   return out;
 }
@@ -349,7 +355,7 @@ int64_t Store::single_integer(const std::string& sql) const {
 
 size_t Store::run_count() const { return static_cast<size_t>(single_integer("SELECT count(*) FROM runs")); }
 
-std::vector<Series> Store::series(const SeriesFilter& filter) const {
+std::vector<Series> Store::series(const SeriesFilter& filter, bool sites) const {
   Statement rows(db_,
                  "SELECT m.scenario, m.variant, m.metric, m.unit, m.kind, m.value, r.id, "
                  "r.commit_sha, r.branch, r.date FROM metrics m JOIN runs r ON r.id = m.run_id "
@@ -360,6 +366,7 @@ std::vector<Series> Store::series(const SeriesFilter& filter) const {
   std::vector<Series> out;
   while (rows.step()) {
     const std::string scenario = rows.text(0), variant = rows.text(1), metric = rows.text(2);
+    if (starts(metric, kSiteSeriesPrefix) != sites) continue;
     if (!filter.metric_glob.empty() && !glob_match(filter.metric_glob, metric) &&
         !glob_match(filter.metric_glob, metric.substr(metric.find('.') + 1))) {
       continue;

@@ -55,6 +55,11 @@ struct Series {
   std::vector<Point> points;  // oldest first: by date, then by the order they were added
 };
 
+// A variant's sites by line (site_diff.h) are kept as count series too, one per site, named
+// "sites.<sync|copy>\t<phase>\t<what>\t<frame>\t<library>\t<allowed>" with the count per step: `check`
+// names the lines a count change came with. They are not series of their own to judge or show.
+inline constexpr const char* kSiteSeriesPrefix = "sites.";
+
 struct SeriesFilter {
   std::string scenario;     // empty: all
   std::string metric_glob;  // empty: all (pattern.h's glob)
@@ -89,7 +94,8 @@ class Store {
             const std::string& source);
 
   size_t run_count() const;
-  std::vector<Series> series(const SeriesFilter& filter) const;
+  // The metrics' series; with `sites`, the sites' series instead (kSiteSeriesPrefix).
+  std::vector<Series> series(const SeriesFilter& filter, bool sites = false) const;
 
  private:
   void create_schema_if_empty();
