@@ -50,10 +50,11 @@ ExitCode run_history_check(const HistoryOptions& o) {
   }
   history::SeriesFilter of_variants = o.filter;  // every site of the variants checked
   of_variants.metric_glob.clear();
-  const history::CheckResult result = history::check_history(
-      series, store.run_count(), o.check, store.series(of_variants, /*sites=*/true));
+  const std::vector<history::Series> sites = store.series(of_variants, /*sites=*/true);
+  const history::CheckResult result =
+      history::check_history(series, store.run_count(), o.check, sites);
   if (o.format == "json") {
-    ReportJson out = history::show_json(series, result.runs, o.check);
+    ReportJson out = history::show_json(series, result.runs, o.check, sites);
     out["failed"] = result.failed();
     std::cout << out.dump(2) << "\n";
   } else {

@@ -132,6 +132,9 @@ class History(unittest.TestCase):
         self.assertEqual([p["value"] for p in series["points"]], [20] * RUNS + [21] * 3)
         self.assertEqual(series["change_points"][0]["index"], RUNS)
         self.assertEqual(series["change_points"][0]["commit"], "badc0ffee1234567")
+        self.assertEqual(series["change_points"][0]["sites"], [
+            "+1 sync/step at train.py:42 in step (aten::_local_scalar_dense, item) in "
+            "optimizer.step: new"])
 
     def test_step_time_shift_is_a_change_point(self):
         db = self.fresh_db("times.db")
@@ -242,7 +245,7 @@ class History(unittest.TestCase):
         self.assertEqual(bench("history", "show", "--db", db, "--format", "json", "--out",
                                out).returncode, 0)
         j = json.load(open(out))
-        self.assertEqual(j["history_show_version"], "1.1.0")
+        self.assertEqual(j["history_show_version"], "1.2.0")
         self.assertEqual(j["runs"], RUNS + 1)
         metrics = {s["metric"] for s in j["series"]}
         self.assertIn("timing.step_time.median", metrics)

@@ -121,6 +121,12 @@ std::vector<std::string> changed_sites(const Series& series, const Finding& f,
 
 }  // namespace
 
+std::vector<std::string> finding_sites(const Series& series, const Finding& finding,
+                                       const std::vector<Series>& sites) {
+  if (finding.kind != MetricKind::Count) return {};
+  return changed_sites(series, finding, sites);
+}
+
 double Finding::relative_change() const { return before == 0 ? 0 : after / before - 1; }
 
 std::vector<Finding> series_findings(const Series& series, const CheckOptions& options) {
@@ -183,7 +189,7 @@ CheckResult check_history(const std::vector<Series>& series, size_t runs,
   for (const Series& s : series) {
     ++out.series_checked;
     for (Finding& f : series_findings(s, options)) {
-      if (f.kind == MetricKind::Count) f.sites = changed_sites(s, f, sites);
+      f.sites = finding_sites(s, f, sites);
       out.findings.push_back(std::move(f));
     }
   }

@@ -50,6 +50,11 @@ struct Finding {
 // The change points of one series, as findings (oldest first).
 std::vector<Finding> series_findings(const Series& series, const CheckOptions& options);
 
+// The lines of a count change's variant whose count per step changed at the same run, described
+// as bench compare describes them; empty for a time, or a count not made of sites.
+std::vector<std::string> finding_sites(const Series& series, const Finding& finding,
+                                       const std::vector<Series>& sites);
+
 struct CheckResult {
   size_t series_checked = 0;
   size_t runs = 0;

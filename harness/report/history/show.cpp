@@ -43,7 +43,8 @@ std::string show_text(const std::vector<Series>& series, size_t runs, const Chec
   return out.str();
 }
 
-ReportJson show_json(const std::vector<Series>& series, size_t runs, const CheckOptions& options) {
+ReportJson show_json(const std::vector<Series>& series, size_t runs, const CheckOptions& options,
+                     const std::vector<Series>& sites) {
   ReportJson out;
   out["history_show_version"] = kHistoryShowVersion;
   out["runs"] = runs;
@@ -79,7 +80,8 @@ ReportJson show_json(const std::vector<Series>& series, size_t runs, const Check
                          {"pvalue", f.pvalue ? value_json(*f.pvalue) : ReportJson()},
                          {"regression", f.regression},
                          {"recent", f.recent},
-                         {"within_one_build", f.within_one_build}});
+                         {"within_one_build", f.within_one_build},
+                         {"sites", finding_sites(s, f, sites)}});
     }
     j["change_points"] = std::move(changes);
     list.push_back(std::move(j));
