@@ -44,9 +44,11 @@ std::vector<at::Tensor> simple_gather(const at::Tensor& tensor, Communicator& co
 
 std::vector<at::Tensor> gather_all_tensors(const at::Tensor& tensor, Communicator& comm) {
   const at::Tensor result = tensor.contiguous();
+  HARNESS_SITE();
   comm.barrier();
   if (result.dim() == 0) return simple_gather(result, comm);
   // torch.tensor(result.shape, device=result.device): built on the host, copied over.
+  HARNESS_SITE();
   const at::Tensor local_size = at::tensor(result.sizes(), at::kLong).to(result.device());
   std::vector<at::Tensor> local_sizes = simple_gather(local_size, comm);
   const at::Tensor max_size = std::get<0>(at::stack(local_sizes).max(0));
@@ -135,6 +137,7 @@ void Metric::set_persistent(bool persistent) {
 
 void Metric::to(c10::Device device) {
   for (State& s : states_) {
+    HARNESS_SITE();
     if (s.initial.defined()) s.initial = s.initial.to(device);
     if (s.value.defined()) s.value = s.value.to(device);
     for (at::Tensor& t : s.items) t = t.to(device);
@@ -194,6 +197,7 @@ void Metric::load_state_dict(const std::vector<std::pair<std::string, at::Tensor
     if (it == entries.end()) throw InputError("checkpoint lacks the metric state '" + key + "'");
     if (s.is_list) {
       s.items.clear();
+      HARNESS_SITE();
       if (it->second.numel() > 0) s.items.push_back(it->second.to(s.initial.device()));
       continue;
     }

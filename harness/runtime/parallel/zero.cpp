@@ -171,6 +171,7 @@ void ZeroRedundancyOptimizer::consolidate_state_dict(Consolidation how, int to) 
   // device=...)`, a blocking H2D (found by the parity test against torch's own ZeRO).
   at::Tensor empty_messenger;
   if (how == Consolidation::Object) {
+    HARNESS_SITE();
     empty_messenger = at::zeros({1}, at::kByte).to(params_[0].device());
   }
   OptimizerStateDict merged;

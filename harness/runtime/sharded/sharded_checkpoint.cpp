@@ -11,6 +11,7 @@
 #include "harness/errors.h"
 #include "harness/instrument/phase.h"
 #include "harness/runtime/sharded/sharded_strategy.h"
+#include "harness/instrument/site.h"
 
 namespace harness::runtime {
 namespace {
@@ -73,6 +74,7 @@ Checkpoint ShardedStrategy::consolidated_checkpoint(Optimizer& optimizer, int64_
   for (int64_t i = 0; i < units; ++i) {
     const FlatUnit& unit = model().units()[static_cast<size_t>(i)];
     const int64_t weight_numel = unit.out_features * unit.in_features;
+    HARNESS_SITE();
     auto split = [&](const at::Tensor& flat) {
       return std::make_pair(
           flat.narrow(0, 0, weight_numel).view({unit.out_features, unit.in_features}).to(at::kCPU),

@@ -1,4 +1,5 @@
 #include "harness/runtime/sharded/sharded_model.h"
+#include "harness/instrument/site.h"
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
@@ -269,6 +270,7 @@ std::unique_ptr<Optimizer> ShardedEngine::setup_optimizer(const AdamOptions& ada
   c10::AutoGradMode no_grad(false);
   // DeepSpeedZeroOptimizer_Stage3._create_fp16_partitions_with_defragmentation (stage3.py)
   // begins with dist.barrier().
+  HARNESS_SITE();
   model_.comm().barrier();
   for (FlatUnit& unit : model_.units()) {
     fetch(unit, /*prefetch_next=*/false, /*wrap=*/false);
@@ -276,6 +278,7 @@ std::unique_ptr<Optimizer> ShardedEngine::setup_optimizer(const AdamOptions& ada
   }
   // Defragment: the shards out to the host and back as one flat device buffer.
   std::vector<at::Tensor> host;
+  HARNESS_SITE();
   for (FlatUnit& unit : model_.units()) host.push_back(unit.shard.detach().to(at::kCPU));
   const at::Tensor flat = at::cat(host).to(model_.units().front().shard.device());
   int64_t offset = 0;

@@ -9,6 +9,7 @@
 #include "harness/errors.h"
 #include "harness/runtime/parallel/data_parallel.h"
 #include "harness/runtime/mlp.h"
+#include "harness/instrument/site.h"
 
 namespace harness::runtime {
 
@@ -222,6 +223,7 @@ std::vector<at::Tensor> ShardedStrategy::gather_full_parameters() {
   c10::AutoGradMode no_grad(false);
   std::vector<at::Tensor> out;
   for (FlatUnit& unit : model().units()) {
+    HARNESS_SITE();
     const at::Tensor host = gather_unpadded(unit, unit.shard).to(at::kCPU);
     out.push_back(host.narrow(0, 0, unit.out_features * unit.in_features)
                       .view({unit.out_features, unit.in_features}));
