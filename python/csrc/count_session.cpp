@@ -136,6 +136,9 @@ std::string allowed_here() {
 // The site resolver (site.h) of a process that imported harness_sim.
 bool python_site(Site& out) {
   if (!Py_IsInitialized() || _Py_IsFinalizing()) return false;
+  // A thread that never ran Python (Gloo's, c10d's, a C++ worker's) has no frames to name: it
+  // must not wait for the GIL, which a Python thread may hold while it waits for this one.
+  if (PyGILState_GetThisThreadState() == nullptr) return false;
   const PyGILState_STATE gil = PyGILState_Ensure();
   const bool found = python_caller(out);
   if (found) out.allowed = allowed_here();
