@@ -584,33 +584,15 @@ std::string tables_block(const ScenarioResult& s) {
   for (const ResultTable& t : s.tables) {
     out += "<h4>" + escape(t.title) + "</h4>\n" + html_table(t.columns, t.rows, numeric_columns(t));
   }
-  std::vector<std::vector<std::string>> sites;
-  for (const VariantResult& v : s.variants) {
-    for (const SyncSite& site : top_sync_sites(v)) {
-      std::vector<std::string> row = sync_site_cells(v, site);
-      row.insert(row.begin(), v.name);
-      sites.push_back(std::move(row));
-    }
-  }
-  if (!sites.empty()) {
-    std::vector<std::string> header = sync_site_header();
-    header.insert(header.begin(), "variant");
+  const SiteTable syncs = sync_site_table(s);
+  if (!syncs.rows.empty()) {
     out += "<h4>Sync sites (count and host time waited in the measured window)</h4>\n" +
-           html_table(header, sites, "llllrrrl");
+           html_table(syncs.header, syncs.rows, kSiteTableAlignment);
   }
-  std::vector<std::vector<std::string>> copies;
-  for (const VariantResult& v : s.variants) {
-    for (const CopySite& site : top_copy_sites(v)) {
-      std::vector<std::string> row = copy_site_cells(v, site);
-      row.insert(row.begin(), v.name);
-      copies.push_back(std::move(row));
-    }
-  }
-  if (!copies.empty()) {
-    std::vector<std::string> header = copy_site_header();
-    header.insert(header.begin(), "variant");
+  const SiteTable copies = copy_site_table(s);
+  if (!copies.rows.empty()) {
     out += "<h4>Copy sites (blocking or pageable H2D / D2H copies in the measured window)</h4>\n" +
-           html_table(header, copies, "llllrrrl");
+           html_table(copies.header, copies.rows, kSiteTableAlignment);
   }
   for (const VariantResult& v : s.variants) {
     for (const std::string& w : v.warnings) {

@@ -40,40 +40,39 @@ std::string render_result_table(const ResultTable& t) {
   return "\n  " + t.title + "\n" + table.render("  ");
 }
 
-// The most frequent sync sites of each variant that has any.
-std::string render_sync_sites(const ScenarioResult& s) {
+// The most frequent sites of each variant that has any, under `title`: `all` gives a variant's
+// sites, `top` those shown, `cells` a site's row.
+template <typename All, typename Top, typename Cells>
+std::string render_sites(const ScenarioResult& s, const char* title, All all, Top top,
+                         Cells cells) {
   std::string out;
   for (const auto& v : s.variants) {
-    if (v.sync_sites.empty()) continue;
+    const size_t sites = all(v).size();
+    if (sites == 0) continue;
     TextTable table({}, "lllrrrl");
-    for (const auto& site : top_sync_sites(v)) table.add_row(sync_site_cells(v, site));
+    for (const auto& site : top(v)) table.add_row(cells(v, site));
     out += "  " + v.name + "\n" + table.render("    ");
-    if (v.sync_sites.size() > kSyncSitesShown) {
-      out += "    ... and " + std::to_string(v.sync_sites.size() - kSyncSitesShown) + " more\n";
+    if (sites > kSyncSitesShown) {
+      out += "    ... and " + std::to_string(sites - kSyncSitesShown) + " more\n";
     }
   }
-  return out.empty() ? ""
-                     : "\n  sync sites (phase, op, reason, count and host time waited in the "
-                       "measured window, time waited per step, where)\n" +
-                           out;
+  return out.empty() ? "" : std::string("\n  ") + title + "\n" + out;
 }
 
-// The most frequent copy sites (blocking or pageable H2D / D2H copies) of each variant.
+std::string render_sync_sites(const ScenarioResult& s) {
+  return render_sites(
+      s,
+      "sync sites (phase, op, reason, count and host time waited in the measured window, time "
+      "waited per step, where)",
+      [](const VariantResult& v) -> const std::vector<SyncSite>& { return v.sync_sites; }, top_sync_sites, sync_site_cells);
+}
+
 std::string render_copy_sites(const ScenarioResult& s) {
-  std::string out;
-  for (const auto& v : s.variants) {
-    if (v.copy_sites.empty()) continue;
-    TextTable table({}, "lllrrrl");
-    for (const auto& site : top_copy_sites(v)) table.add_row(copy_site_cells(v, site));
-    out += "  " + v.name + "\n" + table.render("    ");
-    if (v.copy_sites.size() > kSyncSitesShown) {
-      out += "    ... and " + std::to_string(v.copy_sites.size() - kSyncSitesShown) + " more\n";
-    }
-  }
-  return out.empty() ? ""
-                     : "\n  copy sites (phase, copy, blocking or pageable, count in the measured "
-                       "window, per step, bytes, where)\n" +
-                           out;
+  return render_sites(
+      s,
+      "copy sites (phase, copy, blocking or pageable, count in the measured window, per step, "
+      "bytes, where)",
+      [](const VariantResult& v) -> const std::vector<CopySite>& { return v.copy_sites; }, top_copy_sites, copy_site_cells);
 }
 
 // With --instrument-overhead: each variant's median step with the instrument on and off.

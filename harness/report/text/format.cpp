@@ -143,12 +143,45 @@ std::optional<double> phase_per_step(const VariantResult& v, const std::string& 
   return sum / static_cast<double>(v.measured_steps);
 }
 
-std::vector<SyncSite> top_sync_sites(const VariantResult& variant) {
-  std::vector<SyncSite> sites = variant.sync_sites;
+namespace {
+// The kSyncSitesShown most frequent of `sites` (sync or copy sites), the most frequent first.
+template <typename Site>
+std::vector<Site> most_frequent(std::vector<Site> sites) {
   std::stable_sort(sites.begin(), sites.end(),
-                   [](const SyncSite& a, const SyncSite& b) { return a.count > b.count; });
+                   [](const Site& a, const Site& b) { return a.count > b.count; });
   if (sites.size() > kSyncSitesShown) sites.resize(kSyncSitesShown);
   return sites;
+}
+
+// Every variant's shown sites as rows led by the variant's name, under `header` with "variant"
+// first.
+template <typename Site, typename Top, typename Cells>
+SiteTable site_table(const ScenarioResult& scenario, std::vector<std::string> header, Top top,
+                     Cells cells) {
+  SiteTable table;
+  table.header = std::move(header);
+  table.header.insert(table.header.begin(), "variant");
+  for (const VariantResult& v : scenario.variants) {
+    for (const Site& site : top(v)) {
+      std::vector<std::string> row = cells(v, site);
+      row.insert(row.begin(), v.name);
+      table.rows.push_back(std::move(row));
+    }
+  }
+  return table;
+}
+}  // namespace
+
+std::vector<SyncSite> top_sync_sites(const VariantResult& variant) {
+  return most_frequent(variant.sync_sites);
+}
+
+SiteTable sync_site_table(const ScenarioResult& scenario) {
+  return site_table<SyncSite>(scenario, sync_site_header(), top_sync_sites, sync_site_cells);
+}
+
+SiteTable copy_site_table(const ScenarioResult& scenario) {
+  return site_table<CopySite>(scenario, copy_site_header(), top_copy_sites, copy_site_cells);
 }
 
 std::vector<std::string> sync_site_header() {
@@ -161,11 +194,7 @@ std::string site_where(const std::string& frame, const std::string& library) {
 }
 
 std::vector<CopySite> top_copy_sites(const VariantResult& variant) {
-  std::vector<CopySite> sites = variant.copy_sites;
-  std::stable_sort(sites.begin(), sites.end(),
-                   [](const CopySite& a, const CopySite& b) { return a.count > b.count; });
-  if (sites.size() > kSyncSitesShown) sites.resize(kSyncSitesShown);
-  return sites;
+  return most_frequent(variant.copy_sites);
 }
 
 std::vector<std::string> copy_site_header() {

@@ -60,4 +60,15 @@ std::vector<CopySite> top_copy_sites(const VariantResult& variant);
 std::vector<std::string> copy_site_header();
 std::vector<std::string> copy_site_cells(const VariantResult& variant, const CopySite& site);
 
+// The shown sync (copy) sites of every variant of a scenario, as the markdown and HTML reports
+// list them: a row per site led by the variant's name; the header with "variant" first. Its
+// alignment: kSiteTableAlignment.
+struct SiteTable {
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+SiteTable sync_site_table(const ScenarioResult& scenario);
+SiteTable copy_site_table(const ScenarioResult& scenario);
+inline constexpr const char* kSiteTableAlignment = "llllrrrl";
+
 }  // namespace harness

@@ -40,33 +40,15 @@ void write_scenario(std::ostringstream& out, const ScenarioResult& s) {
     out << "\n### " << t.title << "\n\n";
     write_table(out, t.columns, "", t.rows);
   }
-  std::vector<std::vector<std::string>> sites;
-  for (const auto& v : s.variants) {
-    for (const auto& site : top_sync_sites(v)) {
-      std::vector<std::string> row = sync_site_cells(v, site);
-      row.insert(row.begin(), v.name);
-      sites.push_back(std::move(row));
-    }
-  }
-  if (!sites.empty()) {
+  const SiteTable syncs = sync_site_table(s);
+  if (!syncs.rows.empty()) {
     out << "\nSync sites (count and host time waited in the measured window):\n\n";
-    std::vector<std::string> header = sync_site_header();
-    header.insert(header.begin(), "variant");
-    write_table(out, header, "llllrrrl", sites);
+    write_table(out, syncs.header, kSiteTableAlignment, syncs.rows);
   }
-  std::vector<std::vector<std::string>> copies;
-  for (const auto& v : s.variants) {
-    for (const auto& site : top_copy_sites(v)) {
-      std::vector<std::string> row = copy_site_cells(v, site);
-      row.insert(row.begin(), v.name);
-      copies.push_back(std::move(row));
-    }
-  }
-  if (!copies.empty()) {
+  const SiteTable copies = copy_site_table(s);
+  if (!copies.rows.empty()) {
     out << "\nCopy sites (blocking or pageable H2D / D2H copies in the measured window):\n\n";
-    std::vector<std::string> header = copy_site_header();
-    header.insert(header.begin(), "variant");
-    write_table(out, header, "llllrrrl", copies);
+    write_table(out, copies.header, kSiteTableAlignment, copies.rows);
   }
   for (const auto& v : s.variants) {
     for (const auto& w : v.warnings) out << "\n> **Warning** (" << v.name << "): " << w << "\n";
