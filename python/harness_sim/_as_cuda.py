@@ -128,7 +128,14 @@ class AsCuda:
         self._triton: dict = {}
 
     def _set(self, owner, name, value):
-        self._saved.append((owner, name, getattr(owner, name, None)))
+        original = getattr(owner, name, None)
+        self._saved.append((owner, name, original))
+        if (callable(value) and hasattr(original, "__wrapped__")
+                and not hasattr(value, "__wrapped__")):
+            # torch's own code reads what a decorated function wraps: torch 2.15's dynamo reads
+            # torch.cuda.use_mem_pool.__wrapped__ when it is imported
+            # (torch/_dynamo/variables/torch.py); the stand-in answers as the original does.
+            value.__wrapped__ = original.__wrapped__
         setattr(owner, name, value)
 
     def install(self) -> None:
