@@ -71,6 +71,10 @@ class Row:
     # What --as-cuda puts in the module's place; None: torch's own stays (as is), or the mapping
     # is made elsewhere (the note says where).
     value: object = None
+    # A name not every supported torch has: the release where the table first met it (2.11 is the
+    # oldest supported). Its row applies where the running torch has the name; a row without it
+    # whose name torch lacks is stale (test_as_cuda_surface.py).
+    since: str | None = None
 
 
 def public_names(module_name: str) -> list[str]:
@@ -400,6 +404,8 @@ def _torch_cuda_rows(sim, fraction: _MemoryFraction) -> dict[str, Row]:
                       lambda: Cudart()),
         "current_blas_handle": Row(REFUSED, "a raw cuBLAS handle", refused_function(
             "torch.cuda.current_blas_handle", "a raw cuBLAS handle is CUDA's")),
+        "current_solver_handle": Row(REFUSED, "a raw cuSOLVER handle", refused_function(
+            "torch.cuda.current_solver_handle", "a raw cuSOLVER handle is CUDA's"), since="2.15"),
         # streams and events
         "Stream": Row(MAPPED, "sim's one in-order stream; `synchronize` is a counted sync",
                       Stream),
@@ -431,6 +437,12 @@ def _torch_cuda_rows(sim, fraction: _MemoryFraction) -> dict[str, Row]:
         "make_graphed_callables": Row(REFUSED, _GRAPHS, refused_function(
             "torch.cuda.make_graphed_callables", _GRAPHS)),
         "graph_pool_handle": Row(AS_IS, "an id, used only with CUDA graphs"),
+        "export_dot": Row(AS_IS, "makes a hook for a CUDAGraph's capture (refused above)",
+                          since="2.15"),
+        "export_graph_data": Row(AS_IS, "makes a hook for a CUDAGraph (refused above)",
+                                 since="2.15"),
+        "graph_annotations": Row(AS_IS, "annotations of captured kernels; none on sim",
+                                 since="2.15"),
         # memory
         "memory_allocated": Row(MAPPED, "sim's", sim.memory_allocated),
         "max_memory_allocated": Row(MAPPED, "sim's", sim.max_memory_allocated),
@@ -457,6 +469,9 @@ def _torch_cuda_rows(sim, fraction: _MemoryFraction) -> dict[str, Row]:
                                                fraction.get),
         "caching_allocator_enable": Row(ANSWERED, "accepted (sim has no caching allocator)",
                                         lambda value=True: None),
+        "caching_allocator_disabled": Row(ANSWERED, "a context that does nothing (sim has no "
+                                          "caching allocator)", contextlib.nullcontext,
+                                          since="2.15"),
         "caching_allocator_alloc": Row(REFUSED, "raw device pointers", refused_function(
             "torch.cuda.caching_allocator_alloc", _ALLOCATOR)),
         "caching_allocator_delete": Row(REFUSED, "raw device pointers", refused_function(
@@ -511,6 +526,19 @@ def _torch_cuda_rows(sim, fraction: _MemoryFraction) -> dict[str, Row]:
     return rows
 
 
+_GRAPH_HOOKS = tuple(f"register_graph_{event}_hook" for event in (
+    "capture_start", "capture_end", "instantiate", "replay_start", "replay_end", "destroy"))
+# Names a module of SHARED_WITH_TORCH_CUDA gained after 2.11: its rows on every torch (the docs).
+SHARED_SINCE = {"torch.cuda.memory": ("caching_allocator_disabled",),
+                "torch.cuda.graphs": ("export_dot", "export_graph_data", *_GRAPH_HOOKS)}
+
+
+def _graphs_only_rows() -> dict[str, Row]:
+    """Names of torch.cuda.graphs that torch.cuda does not re-export: hooks on CUDA graphs."""
+    hook = "registers a hook on CUDA graphs, which sim never captures (refused above)"
+    return {name: Row(AS_IS, hook, since="2.15") for name in _GRAPH_HOOKS}
+
+
 def _amp_rows() -> dict[str, Row]:
     return {
         "autocast": Row(MAPPED, "autocast on sim, CUDA's policy"),
@@ -562,11 +590,45 @@ def _backends_cuda_rows() -> dict[str, Row]:
         "cuFFTPlanCacheAttrContextProp": Row(AS_IS, "as above"),
         "cuFFTPlanCacheManager": Row(AS_IS, "as above"),
     })
+    workspace = _BlasWorkspace()
+    rows.update({
+        "cublas_workspace_size": Row(ANSWERED, "an H100's (32 MiB, or `CUBLAS_WORKSPACE_CONFIG`'s"
+                                     "); a size set is kept", workspace.cublas, since="2.15"),
+        "blas_workspace_size": Row(ANSWERED, "as `cublas_workspace_size`, or cuBLASLt's",
+                                   workspace.blas, since="2.15"),
+        "cublaslt_workspace_size": Row(AS_IS, "torch's setting (1 MiB, or "
+                                       "`CUBLASLT_WORKSPACE_SIZE`)", since="2.15"),
+        "is_ck_sdpa_available": Row(AS_IS, "false (ROCm's)", since="2.15"),
+    })
     for name in ("can_use_cudnn_attention", "can_use_efficient_attention",
                  "can_use_flash_attention"):
         rows[name] = Row(REFUSED, refuse_sdpa, refused_function(
             f"torch.backends.cuda.{name}", "it asks CUDA's runtime about a device"))
     return rows
+
+
+class _BlasWorkspace:
+    """``torch.backends.cuda.cublas_workspace_size`` and ``blas_workspace_size`` (torch 2.15),
+    which ask the GPU's cuBLAS: an H100's default (CUDABlasHandlePool.cpp, sm 9.0: 4096 KiB x 8),
+    or what ``CUBLAS_WORKSPACE_CONFIG`` (":SIZE_KIB:COUNT" pairs) says, or what was set."""
+
+    def __init__(self):
+        self._set: int | None = None
+
+    def cublas(self, size: int | None = None) -> int:
+        if size is not None:
+            self._set = int(size)
+        if self._set is not None:
+            return self._set
+        pairs = [p for p in os.environ.get("CUBLAS_WORKSPACE_CONFIG", "").split(":") if p]
+        if pairs and len(pairs) % 2 == 0 and all(p.isdigit() for p in pairs):
+            return sum(int(k) * 1024 * int(n) for k, n in zip(pairs[::2], pairs[1::2]))
+        return 4096 * 1024 * 8
+
+    def blas(self, size: int | None = None, backend=None) -> int:
+        if backend is not None and "lt" in str(backend).lower():
+            return torch.backends.cuda.cublaslt_workspace_size(size)
+        return self.cublas(size)
 
 
 def _is_acceptable(tensor) -> bool:
@@ -582,6 +644,9 @@ def _backends_cudnn_rows() -> dict[str, Row]:
     rows = {name: Row(AS_IS, flag) for name in (
         "enabled", "benchmark", "benchmark_limit", "deterministic", "allow_tf32",
         "fp32_precision", "conv", "flags", "set_flags")}
+    rows["depthwise_kernel"] = Row(AS_IS, "a global flag (\"auto\", \"cudnn\", \"native\"); sim's "
+                                   "depthwise choice is 2.11's \"auto\" and does not read it",
+                                   since="2.15")
     rows.update({
         "is_available": Row(AS_IS, "the wheel's build: true"),
         "version": Row(AS_IS, "the wheel's cuDNN"),
@@ -612,6 +677,10 @@ def _accelerator_rows(sim) -> dict[str, Row]:
         "reset_accumulated_memory_stats": Row(MAPPED, "sim keeps no accumulated counts",
                                               lambda device=None: None),
     }
+    rows["Graph"] = Row(REFUSED, _GRAPHS, refused_class("torch.accelerator.Graph", _GRAPHS),
+                        since="2.15")
+    rows["empty_host_cache"] = Row(AS_IS, "CUDA's pinned-memory cache, unused on sim",
+                                   since="2.15")
     for name in ("current_device_idx", "current_device_index", "set_device_idx",
                  "set_device_index", "device_index", "current_stream", "set_stream",
                  "synchronize"):
@@ -620,7 +689,13 @@ def _accelerator_rows(sim) -> dict[str, Row]:
 
 
 def surface() -> dict[str, dict[str, Row]]:
-    """Module name -> public name -> its row, for every module in MODULES."""
+    """Module name -> public name -> its row, for every module in MODULES, as the running torch
+    has them."""
+    return {module_name: _present(module_name, rows) for module_name, rows in _table().items()}
+
+
+def _table() -> dict[str, dict[str, Row]]:
+    """Every row, of every supported torch."""
     sim = torch.sim
     cuda_rows = _torch_cuda_rows(sim, _MemoryFraction())
     table = {
@@ -632,10 +707,19 @@ def surface() -> dict[str, dict[str, Row]]:
         "torch.backends.cudnn": _backends_cudnn_rows(),
         "torch.accelerator": _accelerator_rows(sim),
     }
+    graphs_only = _graphs_only_rows()
     for module_name in SHARED_WITH_TORCH_CUDA:
-        table[module_name] = {name: cuda_rows[name] for name in public_names(module_name)
-                              if name in cuda_rows}
+        rows = {**cuda_rows, **graphs_only} if module_name == "torch.cuda.graphs" else cuda_rows
+        names = set(public_names(module_name)) | set(SHARED_SINCE.get(module_name, ()))
+        table[module_name] = {name: rows[name] for name in sorted(names) if name in rows}
     return table
+
+
+def _present(module_name: str, rows: dict[str, Row]) -> dict[str, Row]:
+    """The rows that apply to the running torch: a row of a newer name (``since``) where this
+    torch has the name."""
+    names = set(public_names(module_name))
+    return {name: row for name, row in rows.items() if row.since is None or name in names}
 
 
 def unclassified() -> dict[str, list[str]]:
@@ -646,18 +730,22 @@ def unclassified() -> dict[str, list[str]]:
 
 
 def markdown() -> str:
-    """docs/as-cuda.md's table: one row per module and kind, its names."""
-    table = surface()
+    """docs/as-cuda.md's table: one row per module and kind, its names (of every supported torch;
+    a name newer than 2.11 says which release)."""
+    table = _table()
     lines = ["| module | kind | names (and what they answer or do) |", "|---|---|---|"]
     for module_name in MODULES:
         rows = table[module_name]
         if module_name in SHARED_WITH_TORCH_CUDA:
             lines.append(f"| `{module_name}` | | as `torch.cuda`: "
-                         + ", ".join(f"`{n}`" for n in sorted(rows)) + " |")
+                         + ", ".join(f"`{n}`" + (f" (torch {rows[n].since})" if rows[n].since
+                                                 else "") for n in sorted(rows)) + " |")
             continue
         for kind in (MAPPED, ANSWERED, AS_IS, REFUSED):
             names = sorted(n for n, row in rows.items() if row.kind == kind)
             if names:
-                cells = "; ".join(f"`{n}` ({rows[n].note})" for n in names)
+                cells = "; ".join(f"`{n}` ({rows[n].note}"
+                                  + (f"; torch {rows[n].since}" if rows[n].since else "") + ")"
+                                  for n in names)
                 lines.append(f"| `{module_name}` | {kind} | {cells} |")
     return "\n".join(lines) + "\n"

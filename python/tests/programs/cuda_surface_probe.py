@@ -61,6 +61,14 @@ ARGS = {
     "torch.accelerator.set_device_index": lambda: (0,),
     "torch.accelerator.device_index": lambda: (0,),
     "torch.accelerator.set_stream": lambda: (torch.accelerator.current_stream(),),
+    # torch 2.15's names
+    "torch.cuda.export_dot": lambda: ("graph.dot",),
+    "torch.cuda.export_graph_data": lambda: ("graph.pkl",),
+    **{f"torch.cuda.graphs.register_graph_{event}_hook": lambda: (lambda graph: None,)
+       for event in ("capture_start", "capture_end", "instantiate", "replay_start", "replay_end",
+                     "destroy")},
+    "torch.backends.cuda.cublas_workspace_size": lambda: (),
+    "torch.backends.cuda.blas_workspace_size": lambda: (),
 }
 FLOAT_TENSOR = {"torch.cuda.FloatTensor", "torch.cuda.DoubleTensor"}
 # Classes that are not made by a program (exception classes, classes of module objects, argument
