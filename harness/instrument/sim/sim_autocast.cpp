@@ -1,5 +1,5 @@
-// Mixed precision on sim as on CUDA: `torch.autocast("sim", dtype)` follows the policy PyTorch
-// 2.11 gives CUDA (aten/src/ATen/autocast_mode.cpp registers it for AutocastCUDA). The op lists
+// Mixed precision on sim as on CUDA: `torch.autocast("sim", dtype)` follows the policy the PyTorch
+// it is compiled against (2.11 to 2.15) gives CUDA (aten/src/ATen/autocast_mode.cpp registers it for AutocastCUDA). The op lists
 // are PyTorch's own X-macros from ATen/autocast_mode.h (AT_FORALL_LOWER_PRECISION_FP, _FP32,
 // _FP32_SET_OPT_DTYPE, _DIFFERENT_REDISPATCH_SIGNATURE, _PROMOTE), registered here for the
 // AutocastPrivateUse1 key with the same policies, so a sim run casts (and counts the casts of)
@@ -7,6 +7,7 @@
 // fallthrough, an op without a rule inside an autocast region had no kernel at all.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include "harness/instrument/sim/sim_internal.h"
 
@@ -43,6 +44,11 @@ void register_policy(torch::Library& m) {
   // cuda_rnn.cpp, as AutocastRNN.cpp is CUDA's).
   KERNEL_PRIVATEUSEONE(cudnn_convolution, lower_precision_fp)
   KERNEL_PRIVATEUSEONE(cudnn_convolution_transpose, lower_precision_fp)
+#if TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR >= 215
+  // torch 2.15's new op, registered for AutocastCUDA outside the header's lists with the fp32
+  // policy (autocast_mode.cpp; libtorch_cpu.so's WrapFunction_<fp32, CUDA, linalg_matrix_sqrth>).
+  KERNEL_PRIVATEUSEONE(linalg_matrix_sqrth, fp32)
+#endif
   m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN(binary_cross_entropy_banned));
 }
 
