@@ -22,7 +22,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/harness-sdist.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 say "making the sdist of python/"
-if "$py" -c "import build" 2>/dev/null; then
+cd "$work"  # not the repository root, whose build/ folder would pass for the `build` package
+if "$py" -c "import build.__main__" 2>/dev/null; then
   "$py" -m build --sdist --no-isolation --outdir "$work/dist" "$repo/python" >"$work/sdist.log" 2>&1 ||
     { cat "$work/sdist.log" >&2; die "python -m build --sdist failed"; }
 else  # the same sdist command, without the `build` front end
@@ -30,9 +31,10 @@ else  # the same sdist command, without the `build` front end
     { cat "$work/sdist.log" >&2; die "setup.py sdist failed"; }
 fi
 sdist=$(ls "$work"/dist/*.tar.gz)
-tar -tzf "$sdist" | grep -q '/vendor/harness/instrument/sim/sim_runtime.cpp$' ||
+tar -tzf "$sdist" >"$work/sdist.files"  # (not piped into grep -q: pipefail would see tar's SIGPIPE)
+grep -q '/vendor/harness/instrument/sim/sim_runtime.cpp$' "$work/sdist.files" ||
   die "$sdist does not carry the harness's C++ sources (vendor/harness)"
-say "$(basename "$sdist"): $(du -k "$sdist" | cut -f1) KB, $(tar -tzf "$sdist" | grep -c -v '/$') files"
+say "$(basename "$sdist"): $(du -k "$sdist" | cut -f1) KB, $(grep -c -v '/$' "$work/sdist.files") files"
 
 say "a new virtual environment with only torch (from $(dirname "$(dirname "$py")"))"
 "$py" "$repo/scripts/lib/torch_only_venv.py" "$py" "$work/venv" ||

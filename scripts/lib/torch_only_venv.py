@@ -20,12 +20,14 @@ CLOSURE = r"""
 import json, re, sys
 from importlib import metadata
 from packaging.requirements import Requirement
-wanted, seen, out = ["torch", "setuptools", "wheel", "packaging"], set(), {}
+wanted = [("torch", ()), ("setuptools", ()), ("wheel", ()), ("packaging", ())]
+seen, out = set(), {}
 while wanted:
-    name = re.sub(r"[-_.]+", "-", wanted.pop()).lower()
-    if name in seen:
+    raw, extras = wanted.pop()
+    name = re.sub(r"[-_.]+", "-", raw).lower()
+    if (name, extras) in seen:
         continue
-    seen.add(name)
+    seen.add((name, extras))
     try:
         dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
@@ -33,8 +35,9 @@ while wanted:
     out[name] = [str(f) for f in (dist.files or [])]
     for text in dist.requires or []:
         req = Requirement(text)
-        if req.marker is None or req.marker.evaluate({"extra": ""}):
-            wanted.append(req.name)
+        # torch 2.15 requires cuda-toolkit[cudart,cublas,...]: the extras name what comes along
+        if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in ("", *extras)):
+            wanted.append((req.name, tuple(sorted(req.extras))))
 print(json.dumps({"site": [p for p in sys.path if p.endswith("site-packages")][0], "dists": out}))
 """
 
