@@ -1,10 +1,12 @@
 // Scaled dot-product attention on sim as CUDA runs it on an H100 (aten/src/ATen/native/
-// transformers/attention.cpp and cuda/sdp_utils.cpp, torch 2.11).
+// transformers/attention.cpp and cuda/sdp_utils.cpp) in the torch release sim is compiled
+// against: 2.11's rules, and where a later release changed one, torch_release.h says which.
 //
 // `scaled_dot_product_attention` is composite: it asks the device for a backend and runs it. On
-// CUDA (sm 9.0, the wheel's cuDNN 9.19) sdp_utils.cpp tries cuDNN attention, flash, memory-
-// efficient, then the math composite; sim answers the same question with the same checks
-// (attention_backend below) and runs the same ops:
+// CUDA (sm 9.0, the wheel's cuDNN: 9.19 with 2.11, 9.26 with 2.15) sdp_utils.cpp tries cuDNN
+// attention, flash, memory-efficient, then the math composite; sim answers the same question
+// with the same checks (attention_backend below) and runs the same ops:
+//   - from 2.14, q, k and v of 3 dims first get a batch dimension (and the output loses it);
 //   - a boolean mask becomes an additive one first: where(mask, scalar_tensor(0), -inf), with
 //     -65504 for cuDNN;
 //   - cuDNN: `_scaled_dot_product_cudnn_attention` (a 2-d or 4-d mask as it is);
@@ -41,22 +43,51 @@
 #include <ATen/ops/zeros_like.h>
 #include <torch/library.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <numeric>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "harness/instrument/sim/host_compute.h"
+#include "harness/instrument/sim/torch_release.h"
 
 namespace harness::sim {
 namespace {
 
 using at::SDPBackend;
+namespace release = torch_release;
 
 bool same_heads(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
   return q.size(1) == k.size(1) && q.size(1) == v.size(1);
+}
+
+// check_batch_size_and_num_heads_dense's head counts without enable_gqa: one for all, or (implicit
+// MQA, from 2.14) one for k and v.
+bool heads_without_gqa(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return same_heads(q, k, v) || (release::kSdpaFusedAcceptImplicitMqa && q.size(1) > 0 &&
+                                 k.size(1) == 1 && v.size(1) == 1);
+}
+
+// Grouped-query heads with enable_gqa where k and v must have one head count
+// (check_grouped_query_attention<requires_same_num_heads = true>).
+bool grouped_heads_same_kv(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return k.size(1) == v.size(1) && k.size(1) > 0 && q.size(1) % k.size(1) == 0;
+}
+
+// check_cudnn_tensor_shapes / check_flash_attention_grid_size (from 2.13 / 2.15): the kernels'
+// grid takes a batch and a head count of at most 65535.
+bool batch_and_heads_at_most_65535(const at::Tensor& q) {
+  return q.size(0) <= 65535 && q.size(1) <= 65535;
+}
+
+bool requires_grad(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  return at::GradMode::is_enabled() &&
+         (q.requires_grad() || k.requires_grad() || v.requires_grad());
 }
 
 bool dense_4d(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
@@ -73,9 +104,33 @@ bool low_precision(const at::Tensor& q) {
   return q.scalar_type() == at::kHalf || q.scalar_type() == at::kBFloat16;
 }
 
-// sdp_utils.cpp's can_use_cudnn_attention on sm 9.0 with cuDNN 9.19: 16-bit types; head
-// dimensions multiples of 8 up to 256; a 2-d or 4-d mask that needs no gradient; grouped-query
-// heads allowed; more than one key (and query, with dropout); not under deterministic algorithms.
+// check_cudnn_tensor_shapes's head-dimension limit on sm 9.0 with the wheel's cuDNN: 256 from
+// cuDNN 9.10 (2.11); from 2.14, 256 only past cuDNN 9.22, else 128 (192 for (192, 128)).
+int64_t cudnn_head_dim_limit(int64_t d_qk, int64_t d_v) {
+  constexpr long cudnn = release::kWheelCudnnVersion;
+  if (release::kSdpaCudnnHeadDim256NeedsCudnn922) {
+    if (cudnn > 92200) return 256;
+    return cudnn >= 91100 && d_qk == 192 && d_v == 128 ? 192 : 128;
+  }
+  return cudnn >= 91000 ? 256 : 128;
+}
+
+// check_cudnn_d256_bprop_head_dim (from 2.14, with a cuDNN past 9.22): when an input requires
+// grad, only the head dimensions cuDNN's backward has: both <= 128, (192, 128) or (256, 256).
+bool cudnn_backward_has_head_dims(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  if (!release::kSdpaCudnnBackwardHeadDimPairs || release::kWheelCudnnVersion <= 92200 ||
+      !requires_grad(q, k, v)) {
+    return true;
+  }
+  const int64_t d_qk = q.size(-1), d_v = v.size(-1);
+  return (d_qk <= 128 && d_v <= 128) || (d_qk == 192 && d_v == 128) || (d_qk == 256 && d_v == 256);
+}
+
+// sdp_utils.cpp's can_use_cudnn_attention on sm 9.0: 16-bit types; head dimensions multiples of
+// 8 up to the limit above; a 2-d or 4-d mask that needs no gradient; grouped-query heads allowed;
+// more than one key (and query, with dropout); not under deterministic algorithms. From 2.12 a
+// dropout_p in 1/16ths, from 2.13 at most 65535 batches and heads, from 2.14 implicit MQA and
+// the backward's head dimensions.
 bool cudnn_can_run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                    const std::optional<at::Tensor>& mask, double dropout_p, bool enable_gqa) {
   const at::Context& ctx = at::globalContext();
@@ -83,13 +138,23 @@ bool cudnn_can_run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
       !low_precision(q)) {
     return false;
   }
-  const int64_t d_qk = q.size(-1), d_v = v.size(-1);
-  if (k.size(-1) != d_qk || d_qk % 8 != 0 || d_v % 8 != 0 || d_qk > 256 || d_v > 256) return false;
-  if (k.size(2) == 1 || (dropout_p > 0.0 && q.size(2) == 1)) return false;
-  if (!same_heads(q, k, v) &&
-      !(enable_gqa && q.size(1) % k.size(1) == 0 && q.size(1) % v.size(1) == 0)) {
+  if (release::kSdpaCudnnDropoutInSixteenths && dropout_p * 16.0 != std::floor(dropout_p * 16.0)) {
     return false;
   }
+  if (release::kSdpaCudnnBatchAndHeadsAtMost65535 && !batch_and_heads_at_most_65535(q)) {
+    return false;
+  }
+  const int64_t d_qk = q.size(-1), d_v = v.size(-1);
+  const int64_t limit = cudnn_head_dim_limit(d_qk, d_v);
+  if (k.size(-1) != d_qk || d_qk % 8 != 0 || d_v % 8 != 0 || d_qk > limit || d_v > limit) {
+    return false;
+  }
+  if (k.size(2) == 1 || (dropout_p > 0.0 && q.size(2) == 1)) return false;
+  if (!heads_without_gqa(q, k, v) && !(enable_gqa && k.size(1) > 0 && v.size(1) > 0 &&
+                                       q.size(1) % k.size(1) == 0 && q.size(1) % v.size(1) == 0)) {
+    return false;
+  }
+  if (!cudnn_backward_has_head_dims(q, k, v)) return false;
   if (mask.has_value()) {
     const at::Tensor& m = *mask;
     if (m.requires_grad() || (m.dim() != 2 && m.dim() != 4)) return false;
@@ -104,32 +169,53 @@ bool cudnn_can_run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v
 }
 
 // can_use_flash_attention on sm 9.0: 16-bit types, no mask, one head dimension of at most 256
-// (padded to a multiple of 8), is_causal only with as many queries as keys.
+// (padded to a multiple of 8), is_causal only with as many queries as keys. From 2.14 implicit
+// MQA, from 2.15 at most 65535 batches and heads.
 bool flash_can_run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, bool has_mask,
                    bool is_causal, bool enable_gqa) {
   if (!at::globalContext().userEnabledFlashSDP() || !dense_4d(q, k, v) || has_mask ||
       !low_precision(q)) {
     return false;
   }
-  const bool heads =
-      same_heads(q, k, v) || (enable_gqa && k.size(1) == v.size(1) && q.size(1) % k.size(1) == 0);
+  if (release::kSdpaFlashBatchAndHeadsAtMost65535 && !batch_and_heads_at_most_65535(q)) {
+    return false;
+  }
+  const bool heads = heads_without_gqa(q, k, v) || (enable_gqa && grouped_heads_same_kv(q, k, v));
   return heads && q.size(-1) == k.size(-1) && q.size(-1) == v.size(-1) && q.size(-1) <= 256 &&
          (!is_causal || q.size(2) == k.size(2));
 }
 
+// check_data_ptr_alignment_mem_efficient (from 2.14): storage_offset * element_size a multiple of
+// minimum_gemm_alignment * element_size (16 bytes on sm 9.0), that is the offset a multiple of
+// `alignment` elements; empty tensors exempt. (The caching allocator's base pointers are aligned
+// more than that.)
+bool offset_aligned(const at::Tensor& t, int64_t alignment) {
+  return t.numel() == 0 || t.storage_offset() % alignment == 0;
+}
+
 // can_use_mem_efficient_attention on sm 9.0: float32 or 16-bit types, head dimensions aligned (4
-// elements for float32, 8 for 16-bit types), no grouped-query heads.
-bool efficient_can_run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+// elements for float32, 8 for 16-bit types), one head count. From 2.14 grouped-query heads (with
+// enable_gqa) and implicit MQA, and storage offsets aligned as the head dimensions.
+bool efficient_can_run(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                       bool enable_gqa) {
   if (!at::globalContext().userEnabledMemEfficientSDP() || !dense_4d(q, k, v)) return false;
   if (q.scalar_type() != at::kFloat && !low_precision(q)) return false;
   const int64_t alignment = q.scalar_type() == at::kFloat ? 4 : 8;
-  return same_heads(q, k, v) && q.size(-1) == k.size(-1) && q.size(-1) % alignment == 0 &&
-         v.size(-1) % alignment == 0;
+  if (!(q.size(-1) == k.size(-1) && q.size(-1) % alignment == 0 && v.size(-1) % alignment == 0)) {
+    return false;
+  }
+  if (release::kSdpaMemEfficientNeedsAlignedOffsets &&
+      !(offset_aligned(q, alignment) && offset_aligned(k, alignment) &&
+        offset_aligned(v, alignment))) {
+    return false;
+  }
+  return heads_without_gqa(q, k, v) ||
+         (release::kSdpaMemEfficientSupportsGqa && enable_gqa && grouped_heads_same_kv(q, k, v));
 }
 
 // The order CUDA tries the backends in: the context's (torch.nn.attention.sdpa_kernel can set
 // it); while that is still the default, sdp_utils.cpp's priority_order() puts cuDNN first on
-// sm 9.0 with a cuDNN newer than 9.15 (the torch 2.11 wheel's is 9.19), unless
+// sm 9.0 with a cuDNN newer than 9.15 (the wheels' are: 9.19 with 2.11, 9.26 with 2.15), unless
 // TORCH_CUDNN_SDPA_DEPRIORITIZED is set.
 std::array<SDPBackend, at::num_sdp_backends> backend_order() {
   std::array<SDPBackend, at::num_sdp_backends> order = at::globalContext().sDPPriorityOrder();
@@ -138,7 +224,8 @@ std::array<SDPBackend, at::num_sdp_backends> backend_order() {
       SDPBackend::cudnn_attention, SDPBackend::overrideable};
   static const bool cudnn_first = [] {
     const char* env = std::getenv("TORCH_CUDNN_SDPA_DEPRIORITIZED");
-    return env == nullptr || std::string(env) == "0" || std::string(env).empty();
+    return release::kWheelCudnnVersion > 91500 &&
+           (env == nullptr || std::string(env) == "0" || std::string(env).empty());
   }();
   if (cudnn_first && order == kDefault) {
     order = {SDPBackend::cudnn_attention, SDPBackend::flash_attention,
@@ -159,7 +246,7 @@ SDPBackend attention_backend(const at::Tensor& q, const at::Tensor& k, const at:
         if (flash_can_run(q, k, v, mask.has_value(), is_causal, enable_gqa)) return backend;
         break;
       case SDPBackend::efficient_attention:
-        if (efficient_can_run(q, k, v)) return backend;
+        if (efficient_can_run(q, k, v, enable_gqa)) return backend;
         break;
       case SDPBackend::math:
         if (at::globalContext().userEnabledMathSDP()) return backend;
@@ -386,6 +473,17 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention_b
   });
 }
 
+// cuDNN's output keeps the query's stride order (alloc_with_matching_layout), with the value's
+// head dimension where that differs from the query's.
+at::Tensor in_query_layout(const at::Tensor& out, const at::Tensor& query) {
+  if (out.sizes() == query.sizes()) return with_layout_of(out, query);
+  std::vector<int64_t> order(static_cast<size_t>(query.dim()));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int64_t a, int64_t b) { return query.stride(a) > query.stride(b); });
+  return with_memory_order(out, order);
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
            at::Tensor, at::Tensor>
 cudnn_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor& value,
@@ -400,8 +498,7 @@ cudnn_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
                                      is_causal, scale_of(query, scale));
     lse = compute_log_sumexp ? lse.unsqueeze(-1) : at::Tensor();  // [B, H, Lq, 1], as cuDNN's
     at::Tensor offset = at::empty({}, query.options().device(at::kCPU).dtype(at::kLong));
-    // cuDNN's output keeps the query's stride order (alloc_with_matching_layout)
-    return std::make_tuple(to_device(with_layout_of(out, query), device), to_device(lse, device),
+    return std::make_tuple(to_device(in_query_layout(out, query), device), to_device(lse, device),
                            at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
                            c10::SymInt(key.size(2)), to_device(rng_state, device),
                            to_device(offset, device), at::Tensor());
@@ -460,13 +557,30 @@ bool logsumexp_needed(const at::Tensor& q, const at::Tensor& k, const at::Tensor
          (q.requires_grad() || k.requires_grad() || v.requires_grad());
 }
 
+// sdp_utils_cpp.h normalize_unbatched_input (from 2.14): dense strided q, k and v of 3 dims.
+bool unbatched(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v) {
+  for (const at::Tensor* t : {&q, &k, &v}) {
+    if (t->is_nested() || t->layout() != at::kStrided || t->dim() != 3) return false;
+  }
+  return true;
+}
+
 at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tensor& key,
                                         const at::Tensor& value,
                                         const std::optional<at::Tensor>& attn_mask,
                                         double dropout_p, bool is_causal,
                                         std::optional<double> scale, bool enable_gqa) {
-  const std::optional<at::Tensor> given =
+  std::optional<at::Tensor> given =
       attn_mask.has_value() && attn_mask->defined() ? attn_mask : std::nullopt;
+  if (release::kSdpaNormalizesUnbatchedInput && unbatched(query, key, value)) {
+    // attention.cpp: the whole op again on a batch of one (so a fused backend can take it), its
+    // output squeezed back; the mask is unsqueezed until it has 4 dimensions
+    while (given.has_value() && given->dim() < 4) given = given->unsqueeze(0);
+    return harness::sim::scaled_dot_product_attention(query.unsqueeze(0), key.unsqueeze(0),
+                                                      value.unsqueeze(0), given, dropout_p,
+                                                      is_causal, scale, enable_gqa)
+        .squeeze(0);
+  }
   const SDPBackend backend =
       attention_backend(query, key, value, given, dropout_p, is_causal, enable_gqa);
   std::optional<at::Tensor> mask = additive_mask(
