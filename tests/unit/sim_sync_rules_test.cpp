@@ -93,6 +93,16 @@ const SyncCase kSyncing[] = {
      "aten::masked_fill_", 4},
     {"equal", [](Inputs& in) { (void)at::equal(in.values, in.values.clone()); }, 1, "aten::equal",
      1},
+    // LibTorch 2.11: std checked on the host by normal_impl, then by normal_out_impl
+    {"normal_tensor_std", [](Inputs& in) { (void)at::normal(in.values, in.values.abs()); }, 2,
+     "aten::normal", 2},
+    {"normal_tensor_std_out",
+     [](Inputs& in) {
+       at::Tensor out = at::empty_like(in.values);
+       (void)at::normal_out(out, 0.0, in.values.abs());
+     },
+     1,
+     "aten::normal", 1},
     {"item", [](Inputs& in) { (void)in.values.sum().item<float>(); }, 1,
      "aten::_local_scalar_dense", 4},
     {"non_blocking_d2h_into_pageable",
@@ -112,6 +122,7 @@ const SyncCase kNotSyncing[] = {
     {"multinomial_with_replacement",
      [](Inputs& in) { (void)at::multinomial(in.values, 3, /*replacement=*/true); }, 0, ""},
     {"masked_fill_scalar", [](Inputs& in) { in.values.masked_fill_(in.mask, 7.f); }, 0, ""},
+    {"normal_float_std", [](Inputs& in) { (void)at::normal(in.values, 1.0); }, 0, ""},
     {"equal_same_view", [](Inputs& in) { (void)at::equal(in.values, in.values); }, 0, ""},
     {"is_set_to", [](Inputs& in) { (void)in.values.is_set_to(in.values); }, 0, ""},
     {"elementwise", [](Inputs& in) { (void)in.values.mul(2).add_(1); }, 0, ""},

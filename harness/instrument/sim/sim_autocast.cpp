@@ -7,9 +7,9 @@
 // fallthrough, an op without a rule inside an autocast region had no kernel at all.
 #include <ATen/autocast_mode.h>
 #include <torch/library.h>
-#include <torch/version.h>
 
 #include "harness/instrument/sim/sim_internal.h"
+#include "harness/instrument/sim/torch_release.h"
 
 namespace harness::sim {
 namespace {
@@ -44,9 +44,7 @@ void register_policy(torch::Library& m) {
   // cuda_rnn.cpp, as AutocastRNN.cpp is CUDA's).
   KERNEL_PRIVATEUSEONE(cudnn_convolution, lower_precision_fp)
   KERNEL_PRIVATEUSEONE(cudnn_convolution_transpose, lower_precision_fp)
-#if TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR >= 215
-  // torch 2.15's new op, registered for AutocastCUDA outside the header's lists with the fp32
-  // policy (autocast_mode.cpp; libtorch_cpu.so's WrapFunction_<fp32, CUDA, linalg_matrix_sqrth>).
+#if HARNESS_TORCH_RELEASE >= 215  // torch_release.h
   KERNEL_PRIVATEUSEONE(linalg_matrix_sqrth, fp32)
 #endif
   m.impl(TORCH_SELECTIVE_NAME("aten::binary_cross_entropy"), TORCH_FN(binary_cross_entropy_banned));

@@ -4,6 +4,8 @@
 // blocking .cpu() / .to(device) into or out of pageable memory.
 #include "harness/instrument/sim/sync_rules.h"
 
+#include "harness/instrument/sim/torch_release.h"
+
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 
@@ -206,6 +208,19 @@ Waits multinomial(const c10::FunctionSchema& schema, const c10::IValue* args) {
           item(self.dim() == 1 ? 1 : 8, "multinomial: zero-sum rows checked on the host")};
 }
 
+// DistributionTemplates.h CHECK_NORMAL_TENSOR_STD before 2.14 (torch_release.h): a non-empty
+// tensor std is checked with std.min().ge(0).item(), by normal_impl and again by the
+// normal_out_impl it calls (an out= variant: once).
+Waits normal_tensor_std(const c10::FunctionSchema& schema, const c10::IValue* args) {
+  if (!torch_release::kNormalReadsTensorStdOnHost) return {};
+  if (tensor_arg(schema, args, "std").numel() == 0) return {};
+  const std::string& overload = schema.overload_name();
+  const bool out = overload.size() > 4 && overload.compare(overload.size() - 4, 4, "_out") == 0;
+  Waits waits{item(1, "normal: std >= 0 checked on the host (std.min().ge(0).item())")};
+  if (!out) waits.push_back(waits.front());
+  return waits;
+}
+
 // cuda/Indexing.cu masked_fill__cuda (Tensor value) and TensorAdvancedIndexing.cpp index_fill_
 // (Tensor source): a device value is read with .item().
 Waits value_item(const c10::FunctionSchema& schema, const c10::IValue* args) {
@@ -252,6 +267,8 @@ const std::vector<SyncRuleEntry>& sync_rules() {
       {"aten::histc", {"", "out"}, &histc, false, "cuda/SummaryOps.cu: _histc_cuda_template"},
       {"aten::multinomial", {"", "out"}, &multinomial, false, "Distributions.cpp: multinomial_out"},
       {"aten::masked_fill_", {"Tensor"}, &value_item, false, "cuda/Indexing.cu: masked_fill__cuda"},
+      {"aten::normal", {"float_Tensor", "float_Tensor_out", "Tensor_Tensor", "Tensor_Tensor_out"},
+       &normal_tensor_std, false, "DistributionTemplates.h: CHECK_NORMAL_TENSOR_STD (before 2.14)"},
       {"aten::index_fill_", {"int_Tensor"}, &value_item, false,
        "TensorAdvancedIndexing.cpp: index_fill_"},
       {"aten::equal", {""}, &equal, false, "cuda/Equal.cpp: cuda_equal"},

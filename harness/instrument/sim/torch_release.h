@@ -19,6 +19,21 @@ constexpr bool at_least(int major, int minor) {
   return kMajor > major || (kMajor == major && kMinor >= minor);
 }
 
+// For what the preprocessor must decide (an op only a newer release declares): 211 for 2.11.
+#define HARNESS_TORCH_RELEASE (TORCH_VERSION_MAJOR * 100 + TORCH_VERSION_MINOR)
+
+// ----- host syncs (sync_rules.cpp) -------------------------------------------------------------
+
+// native/DistributionTemplates.h CHECK_NORMAL_TENSOR_STD: `normal` with a tensor std reads
+// std.min().ge(0) back to the host (.item()), in normal_impl and again in the normal_out_impl
+// it calls; from 2.14 CUDA checks with at::_assert_async instead and does not wait. 2.14, #186508.
+constexpr bool kNormalReadsTensorStdOnHost = !at_least(2, 14);
+
+// ----- autocast (sim_autocast.cpp) -------------------------------------------------------------
+// ATen/autocast_mode.cpp registers linalg_matrix_sqrth, an op new in 2.15, for AutocastCUDA with
+// the fp32 policy, outside the header's lists (libtorch_cpu.so of 2.15:
+// WrapFunction_<fp32, CUDA, linalg_matrix_sqrth>): HARNESS_TORCH_RELEASE >= 215.
+
 // The cuDNN of the release's Linux CUDA wheel (its nvidia-cudnn-cu13 pin), as
 // at::detail::getCUDAHooks().versionRuntimeCuDNN() reports it: 9.19.0 with 2.11, 9.26.0 with
 // 2.15. A release between takes 2.11's (its pin is not modelled).
