@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import os
 import shutil
 import sys
@@ -169,6 +170,7 @@ def _checked(args: argparse.Namespace, script: str | None, module: str | None,
     """The options, each checked in the order that picks the message a bad command line gets;
     raises _Usage."""
     _check_program(args, script, module)
+    _resolve_paths(args)
     job, torchrun = _torchrun_job(args)
     _check_rank(args)
     bench = _bench(args)
@@ -199,8 +201,27 @@ def _check_program(args: argparse.Namespace, script: str | None, module: str | N
         raise _Usage("`--` or `-m` must be followed by the program")
     if script is not None and not os.path.isfile(script):
         raise _Usage(f"no such script: {script}")
+    # A module that is not there is bad input, as a missing script is (its top-level package is
+    # looked up without importing anything; a missing submodule is found when the program runs).
+    if module is not None and not _top_level_module_exists(module.split(".")[0]):
+        raise _Usage(f"no module named {module.split('.')[0]!r} (-m {module})")
     if args.skip_steps < 0:
         raise _Usage("--skip-steps must be >= 0")
+
+
+def _top_level_module_exists(name: str) -> bool:
+    """Whether `python -m` would find the package or module `name`, from the directory it adds
+    (the current one) as the program will run (_run_program), importing nothing."""
+    saved = sys.path[0] if sys.path else None
+    if sys.path:
+        sys.path[0] = os.getcwd()
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+    finally:
+        if saved is not None:
+            sys.path[0] = saved
 
 
 def _torchrun_job(args: argparse.Namespace
@@ -240,34 +261,73 @@ def _check_rank(args: argparse.Namespace) -> None:
     _as_rank(args, args.rank_dir)
 
 
+# The paths run reads or writes, resolved when run starts: a program that changes directory does
+# not move them.
+_PATH_OPTIONS = ("out", "trace", "html", "baseline", "expect", "write_expectations", "bench",
+                 "rank_dir")
+# The outputs: no two may be one file, and none may be a directory.
+_OUTPUTS = (("out", "--out"), ("trace", "--trace"), ("html", "--html"),
+            ("write_expectations", "--write-expectations"))
+
+
+def _resolve_paths(args: argparse.Namespace) -> None:
+    """Every path option made absolute now; an empty one is refused (it would mean no output)."""
+    for name in _PATH_OPTIONS:
+        value = getattr(args, name)
+        if value == "":
+            raise _Usage(f"--{name.replace('_', '-')}: an empty path")
+        if value is not None and not (name == "trace" and value == "-"):
+            setattr(args, name, os.path.abspath(value))
+    if any(g == "" for g in args.gate):
+        raise _Usage("--gate: an empty path")
+    args.gate = [os.path.abspath(g) for g in args.gate]
+
+
 def _bench(args: argparse.Namespace) -> str | None:
-    """The bench binary, when --gate or --html need it."""
+    """The bench binary, when --gate or --html need it: --bench as given (never another one in
+    its place), else $HARNESS_BENCH, else `bench` on PATH."""
     if not (args.gate or args.html):
         return None
-    bench = _find_bench(args.bench)
+    if args.bench is not None:
+        if not (os.path.isfile(args.bench) and os.access(args.bench, os.X_OK)):
+            raise _Usage(f"--bench {args.bench}: not an executable file")
+        return args.bench
+    bench = _find_bench()
     if bench is None:
         raise _Usage("--gate and --html need the bench binary: pass --bench PATH or "
                      "set HARNESS_BENCH (./scripts/setup.sh builds build/bench/bench)")
     return bench
 
 
-def _find_bench(explicit: str | None) -> str | None:
-    for candidate in (explicit, os.environ.get("HARNESS_BENCH"), shutil.which("bench")):
+def _find_bench() -> str | None:
+    for candidate in (os.environ.get("HARNESS_BENCH"), shutil.which("bench")):
         if candidate and os.access(candidate, os.X_OK) and os.path.isfile(candidate):
             return candidate
     return None
 
 
 def _check_paths(args: argparse.Namespace) -> None:
-    """The files read exist, and the directories the outputs go into."""
+    """The files read exist and are files; the outputs are files in directories that exist, and
+    no two of them are one file."""
     for path, what in ([(g, "--gate") for g in args.gate] + [(args.baseline, "--baseline"),
                                                              (args.expect, "--expect")]):
+        if path and os.path.isdir(path):
+            raise _Usage(f"{what} {path}: is a directory")
         if path and not os.path.isfile(path):
             raise _Usage(f"{what} {path}: no such file")
-    for path, what in ((args.out, "--out"), (args.html, "--html"),
-                       (args.write_expectations, "--write-expectations")):
-        if path and not os.path.isdir(os.path.dirname(os.path.abspath(path))):
+    seen: dict[str, str] = {}
+    for name, what in _OUTPUTS:
+        path = getattr(args, name)
+        if not path or path == "-" or (name == "trace" and args.trace_format == "kineto"):
+            continue  # (a kineto trace is a directory: _check_trace)
+        if os.path.isdir(path):
+            raise _Usage(f"{what} {path}: is a directory")
+        if not os.path.isdir(os.path.dirname(path)):
             raise _Usage(f"{what} {path}: its directory does not exist")
+        if path in seen:
+            raise _Usage(f"{seen[path]} and {what} name one file, {path}: each output needs "
+                         "its own")
+        seen[path] = what
 
 
 def _as_rank(args: argparse.Namespace, rank_dir: str) -> None:

@@ -227,6 +227,59 @@ def test_exit_codes(tmp_path, capsys):
     assert not list(tmp_path.glob(".*.tmp"))  # nothing half-written left behind
 
 
+RAN = """\
+import pathlib, sys
+pathlib.Path(sys.argv[1]).write_text("ran")
+"""
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--out", "{dir}"], "--out {dir}: is a directory"),
+    (["--html", "{dir}"], "--html {dir}: is a directory"),
+    (["--gate", "{dir}"], "--gate {dir}: is a directory"),
+    (["--out", "{dir}/r.json", "--trace", "{dir}/r.json"],
+     "--out and --trace name one file, {dir}/r.json"),
+    (["--out", "{dir}/r.json", "--write-expectations", "{dir}/r.json"],
+     "--out and --write-expectations name one file"),
+    (["--out", ""], "--out: an empty path"),
+    (["--trace", ""], "--trace: an empty path"),
+    (["--gate", "{dir}/g.json", "--bench", "{dir}/no_bench"],
+     "--bench {dir}/no_bench: not an executable file"),
+])
+def test_bad_outputs_and_inputs_are_refused_before_the_program_runs(
+        tmp_path, capsys, monkeypatch, bench, flags, message):
+    # issue 43: each was found only after the program ran (or never: one output replaced the
+    # other, an empty path meant none, a bad --bench gave way to $HARNESS_BENCH)
+    (tmp_path / "g.json").write_text('{"rules": []}')
+    monkeypatch.setenv("HARNESS_BENCH", os.path.abspath(bench))
+    marker = tmp_path / "ran"
+    flags = [f.format(dir=tmp_path) for f in flags]
+    assert run([*flags, "--", _script(tmp_path, RAN), str(marker)]) == 2
+    assert message.format(dir=tmp_path) in capsys.readouterr().err
+    assert not marker.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.json", "prog.py"]
+
+
+def test_a_missing_module_is_bad_input(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert run(["-m", "no_such_module_here.train"]) == 2
+    assert "no module named 'no_such_module_here' (-m no_such_module_here.train)" in (
+        capsys.readouterr().err)
+
+
+def test_relative_outputs_stay_where_run_was_started(tmp_path, monkeypatch):
+    # a program that changes directory does not move run's outputs
+    work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"
+    work.mkdir()
+    elsewhere.mkdir()
+    prog = _script(tmp_path, LOOP.replace("import sys, torch",
+                                          f"import os, sys, torch\nos.chdir({str(elsewhere)!r})"))
+    monkeypatch.chdir(work)
+    assert run(["--out", "r.json", "--trace", "t.json", "--", prog, "3"]) == 0
+    assert (work / "r.json").is_file() and (work / "t.json").is_file()
+    assert list(elsewhere.iterdir()) == []
+
+
 def test_sigterm_exits_143_and_writes_nothing(tmp_path):
     prog = _script(tmp_path, """\
         import pathlib, sys, time, torch
