@@ -170,7 +170,7 @@ def _checked(args: argparse.Namespace, script: str | None, module: str | None,
     """The options, each checked in the order that picks the message a bad command line gets;
     raises _Usage."""
     _check_program(args, script, module)
-    _resolve_paths(args)
+    _refuse_empty_paths(args)
     job, torchrun = _torchrun_job(args)
     _check_rank(args)
     bench = _bench(args)
@@ -183,6 +183,8 @@ def _checked(args: argparse.Namespace, script: str | None, module: str | None,
         message = _check_trace(args.trace, args.trace_format)
         if message:
             raise _Usage(message)
+    _resolve_paths(args)  # a program that changes directory does not move them
+    bench = os.path.abspath(bench) if bench else bench
     return RunOptions(
         script=script, module=module, program_args=program_args, as_cuda=args.as_cuda,
         out=args.out, gate=args.gate, expect=args.expect,
@@ -270,16 +272,21 @@ _OUTPUTS = (("out", "--out"), ("trace", "--trace"), ("html", "--html"),
             ("write_expectations", "--write-expectations"))
 
 
-def _resolve_paths(args: argparse.Namespace) -> None:
-    """Every path option made absolute now; an empty one is refused (it would mean no output)."""
+def _refuse_empty_paths(args: argparse.Namespace) -> None:
+    """An empty path would silently mean no output (or no input)."""
     for name in _PATH_OPTIONS:
-        value = getattr(args, name)
-        if value == "":
+        if getattr(args, name) == "":
             raise _Usage(f"--{name.replace('_', '-')}: an empty path")
-        if value is not None and not (name == "trace" and value == "-"):
-            setattr(args, name, os.path.abspath(value))
     if any(g == "" for g in args.gate):
         raise _Usage("--gate: an empty path")
+
+
+def _resolve_paths(args: argparse.Namespace) -> None:
+    """Every path option made absolute, once checked (the messages name them as given)."""
+    for name in _PATH_OPTIONS:
+        value = getattr(args, name)
+        if value is not None and not (name == "trace" and value == "-"):
+            setattr(args, name, os.path.abspath(value))
     args.gate = [os.path.abspath(g) for g in args.gate]
 
 
@@ -322,12 +329,13 @@ def _check_paths(args: argparse.Namespace) -> None:
             continue  # (a kineto trace is a directory: _check_trace)
         if os.path.isdir(path):
             raise _Usage(f"{what} {path}: is a directory")
-        if not os.path.isdir(os.path.dirname(path)):
+        if not os.path.isdir(os.path.dirname(os.path.abspath(path))):
             raise _Usage(f"{what} {path}: its directory does not exist")
-        if path in seen:
-            raise _Usage(f"{seen[path]} and {what} name one file, {path}: each output needs "
+        key = os.path.abspath(path)
+        if key in seen:
+            raise _Usage(f"{seen[key]} and {what} name one file, {path}: each output needs "
                          "its own")
-        seen[path] = what
+        seen[key] = what
 
 
 def _as_rank(args: argparse.Namespace, rank_dir: str) -> None:
