@@ -13,6 +13,11 @@ def _release(version: str) -> str:
     return version.split("+", 1)[0]
 
 
+# The running torch's (major, minor): what the release-dependent rules and tests key on
+# (harness/instrument/sim/torch_release.h is the C++ side's).
+TORCH_RELEASE: tuple[int, int] = tuple(int(p) for p in _release(torch.__version__).split(".")[:2])
+
+
 def check_torch() -> None:
     """Raises ImportError unless the running torch is the release the extension was built for.
 

@@ -189,14 +189,13 @@ def test_gaussian_policy_samples_with_a_sync_before_torch_2_14_only(tmp_path):
     # torch.normal(mean, std) with a tensor std: std.min().ge(0).item() twice per call on CUDA
     # before 2.14, an _assert_async from 2.14 (the upgrade check's example, docs/python.md); the
     # three per step torch.distributions.Normal's argument checks make are there in both
-    import torch
+    from harness_sim._version import TORCH_RELEASE
     out = tmp_path / "policy.json"
     assert run(["--as-cuda", "--out", str(out), "--",
                 str(PROGRAMS / "cuda_gaussian_policy.py")]) == 0
     steps = _steps(out)["steps"]
     assert steps["measured_steps"] == 5
-    release = tuple(int(p) for p in torch.__version__.split(".")[:2])
-    normal_reads = 0 if release >= (2, 14) else 2 * 5
+    normal_reads = 0 if TORCH_RELEASE >= (2, 14) else 2 * 5
     sites = site_counts(steps, "op")
     assert sites.get(("aten::normal",), 0) == normal_reads
     assert sites[("aten::_local_scalar_dense",)] == 3 * 5

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 
 import harness_sim
 
-RELEASE = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+from harness_sim._version import TORCH_RELEASE as RELEASE
 
 
 def since(major: int, minor: int) -> bool:
