@@ -215,4 +215,7 @@ def _gates(bench: str, report: str, args) -> int:
     sys.stderr.write(result.stderr)
     if result.returncode in (EXIT_OK, EXIT_GATE):
         return result.returncode
+    if result.returncode < 0:  # bench crashed: say so, its own output may say nothing
+        print(f"python -m harness_sim run: {bench} compare was killed by signal "
+              f"{-result.returncode}: the gates were not evaluated", file=sys.stderr)
     return EXIT_USAGE

@@ -260,6 +260,18 @@ def test_bad_outputs_and_inputs_are_refused_before_the_program_runs(
     assert sorted(p.name for p in tmp_path.iterdir()) == ["g.json", "prog.py"]
 
 
+def test_a_bench_that_crashes_is_said_to_have_crashed(tmp_path, capsys):
+    # before: exit 2 and not a word (a bench built against another libharness segfaults)
+    crashing = tmp_path / "bench"
+    crashing.write_text("#!/bin/sh\nkill -SEGV $$\n")
+    crashing.chmod(0o755)
+    (tmp_path / "g.json").write_text('{"gate_version": 1, "rules": []}')
+    assert run(["--bench", str(crashing), "--gate", str(tmp_path / "g.json"), "--",
+                _script(tmp_path, "print('ran')\n")]) == 2
+    assert f"{crashing} compare was killed by signal 11: the gates were not evaluated" in \
+        capsys.readouterr().err
+
+
 def test_a_missing_module_is_bad_input(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert run(["-m", "no_such_module_here.train"]) == 2
