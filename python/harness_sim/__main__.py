@@ -17,7 +17,10 @@ from harness_sim._version import BUILT_FOR
 def main() -> int:
     if sys.argv[1:2] == ["run"]:
         from harness_sim._run import main as run
-        return run(sys.argv[2:])
+        from harness_sim._run_exit import keep_status_at_exit
+        status = run(sys.argv[2:])
+        keep_status_at_exit(status)  # the program's atexit handlers run after this
+        return status
     parser = argparse.ArgumentParser(prog="python -m harness_sim", description=__doc__)
     parser.add_argument("--version", action="store_true",
                         help="print versions: this package, the torch it was built for, this torch")

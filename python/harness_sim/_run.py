@@ -8,8 +8,10 @@ program failed (its traceback on stderr, or its own non-zero exit status), 130 /
 SIGTERM; nothing is written then.
 
 main() runs the steps in order, each from a module of its own: the options checked
-(_run_options), the program run under counting (_run_program), the other ranks collected
-(_run_ranks), the outputs written and the gates evaluated (_run_output).
+(_run_options), the program run under counting (_run_program, with a watchdog for what the
+program cannot end itself: _run_watch), the other ranks collected (_run_ranks), the outputs
+written and the gates evaluated (_run_output). However the program ends (returning, sys.exit,
+an exception, os._exit on its main thread), run's end after it is the same: _after_program.
 """
 from __future__ import annotations
 
@@ -20,10 +22,11 @@ import sys
 from . import _C
 from ._run_exit import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE,
                         _Terminated)
-from ._run_options import parse_options
+from ._run_options import RunOptions, parse_options
 from ._run_output import remove_written, start_trace, write_outputs, write_report
 from ._run_program import run_program
 from ._run_ranks import Scratch, _StartedRanks, other_ranks, wait_for_ranks
+from ._run_watch import Watchdog
 from ._windows import StepWindows
 
 __all__ = ["main", "EXIT_OK", "EXIT_GATE", "EXIT_USAGE", "EXIT_FAILED"]
@@ -39,12 +42,19 @@ def main(argv: list[str]) -> int:
     ranks = (None if options.rank_dir else
              _StartedRanks.begin(scratch.workdir, options.for_started_ranks(trace)))
     windows = StepWindows(options.skip_steps, functools.partial(write_report, options), trace)
-    old_term = signal.getsignal(signal.SIGTERM)
-    status = run_program(options, windows, trace)
+    finish = functools.partial(_after_program, options, windows, trace, ranks, scratch,
+                               signal.getsignal(signal.SIGTERM))
+    watchdog = Watchdog(ranks, is_rank=options.rank_dir is not None,
+                        abandon=functools.partial(_abandon, ranks, scratch))
+    return finish(run_program(options, windows, trace, finish, watchdog))
 
-    # The outputs, each written atomically; SIGINT / SIGTERM while they are written (the handler
-    # runs between Python calls, so never inside one) removes those already written: nothing is
-    # written unless run exits 0 or 1.
+
+def _after_program(options: RunOptions, windows: StepWindows, trace, ranks: _StartedRanks | None,
+                   scratch: Scratch, old_term, status: int) -> int:
+    """Once the program has ended with `status`: the other ranks waited for, the outputs written
+    and the gates evaluated, each output atomically. SIGINT / SIGTERM while they are written (the
+    handler runs between Python calls, so never inside one) removes those already written:
+    nothing is written unless run exits 0 or 1. Returns run's exit status."""
     written: list[str] = []
     try:
         peers = other_ranks(ranks, options.torchrun)
@@ -69,3 +79,11 @@ def main(argv: list[str]) -> int:
         if failed:
             remove_written(written)
     return status
+
+
+def _abandon(ranks: _StartedRanks | None, scratch: Scratch) -> None:
+    """What run started, stopped and removed, when the watchdog ends run in the program's
+    stead (nothing was written yet)."""
+    if ranks is not None:
+        ranks.stop()
+    scratch.remove()

@@ -3,54 +3,95 @@
 and taken away after it, and how it ended as run's exit status."""
 from __future__ import annotations
 
+import functools
 import os
 import runpy
 import signal
 import sys
 import traceback
+from typing import Callable
 
 import torch
 import torch.optim.optimizer as optimizer
 
 from . import _lightning_run
 from ._as_cuda import AsCuda, UnsupportedOnSim
-from ._run_exit import (EXIT_FAILED, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, _Terminated,
+from ._run_exit import (EXIT_FAILED, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, OsExitHook, _Terminated,
                         raise_terminated)
 from ._run_options import RunOptions
 from ._run_ranks import _StartedRanks
+from ._run_watch import Watchdog
 from ._windows import RangePhases, StepWindows
 
 
-def run_program(options: RunOptions, windows: StepWindows, trace) -> int:
+def run_program(options: RunOptions, windows: StepWindows, trace, finish: Callable[[int], int],
+                watchdog: Watchdog) -> int:
     """Runs the program, counted into `windows` (and `trace`): EXIT_OK, EXIT_FAILED (its own
     non-zero exit status or its failure, said on stderr), or 130 / 143 on SIGINT / SIGTERM. From
     now on SIGTERM raises _Terminated; the caller restores its handler once the outputs are
-    written."""
-    counting = _Counting(options, windows, trace)
+    written. `finish(status)` is run's end after the program (its outputs, its gates): a program
+    that ends with os._exit reaches it there and then ends with its status (OsExitHook).
+    `watchdog` ends run when the program cannot be ended between Python calls (_run_watch).
+
+    In a child the program forked, the script's end is the child's: it leaves as `python
+    SCRIPT.py` would (SystemExit, or the program's exception), and nothing of run's follows:
+    only the process run started writes a report, a trace or a summary."""
+    counting = _Counting(options, windows, trace, watchdog)
+    exit_hook = OsExitHook(functools.partial(_finish_at_os_exit, counting, finish))
+    counting.exit_hook = exit_hook
     status = EXIT_OK
     try:
         signal.signal(signal.SIGTERM, raise_terminated)
         counting.install()
         _run_as_main(options)
     except BaseException as e:  # the program's own exit, a signal, or its failure
+        if os.getpid() != exit_hook.pid:
+            _leave_forked_child(e)
         status = _status_of(e)
     finally:
         counting.uninstall()
+    if os.getpid() != exit_hook.pid:
+        raise SystemExit(0)  # a forked child that reached the script's end
     return status
+
+
+def _finish_at_os_exit(counting: "_Counting", finish: Callable[[int], int], code: int) -> int:
+    """os._exit(code) in the program, on its main thread: run ends as after sys.exit(code)."""
+    status = EXIT_OK
+    if code != 0:
+        print(f"python -m harness_sim run: the program exited with status {code} (os._exit)",
+              file=sys.stderr)
+        status = EXIT_FAILED
+    counting.uninstall()
+    return finish(status)
+
+
+def _leave_forked_child(e: BaseException) -> None:
+    """Re-raises the program's end `e` in a child it forked, as python would end on it."""
+    if isinstance(e, _Terminated):
+        raise SystemExit(EXIT_SIGTERM) from None
+    raise e
 
 
 class _Counting:
     """What run adds to the process for the program's run, taken away again after it, however
     the program ended (also part-way through install())."""
 
-    def __init__(self, options: RunOptions, windows: StepWindows, trace):
+    def __init__(self, options: RunOptions, windows: StepWindows, trace, watchdog: Watchdog):
         self.options, self.windows, self.trace = options, windows, trace
+        self.watchdog = watchdog
+        self.exit_hook: OsExitHook | None = None
+        self._installed = False
         self.phases = RangePhases()
         self.cuda: AsCuda | None = None
         self.hooks: list = []
         self.argv, self.path0 = list(sys.argv), sys.path[0] if sys.path else None
 
     def install(self) -> None:
+        self._installed = True
+        self.watchdog.start()
+        if self.exit_hook is not None:
+            self.exit_hook.install()
         if self.options.as_cuda:
             self.cuda = AsCuda()
             self.cuda.install()
@@ -68,6 +109,12 @@ class _Counting:
         self.windows.boundary()
 
     def uninstall(self) -> None:
+        if not self._installed:
+            return  # once: an os._exit in the program has taken it away already
+        self._installed = False
+        self.watchdog.stop()
+        if self.exit_hook is not None:
+            self.exit_hook.uninstall()
         _StartedRanks.active = None
         self.windows.finish()
         for h in self.hooks:
