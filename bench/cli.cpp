@@ -82,6 +82,13 @@ void define_flags(CLI::App& app, BenchOptions& o) {
                  "fails the run")
       ->check(CLI::Range(1, 86400))
       ->capture_default_str();
+  app.add_option("--repetitions", o.repetitions,
+                 "Run the scenarios this many times, each in a fresh process, and report every "
+                 "step of all (counts: the first's). bench compare and baseline time rules decide "
+                 "a time between two runs only with 3 or more a side: one process's steps cannot "
+                 "show the shift between runs (memory layout, clocks, caches)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   app.add_flag("--instrument-overhead", o.run.instrument_overhead,
                "Run every second measured step with the instrument off and report both step "
                "times and their ratio, with a 95% interval (counts then cover the instrumented "
@@ -135,6 +142,11 @@ CLI::App* define_compare(CLI::App& app, CompareOptions& o) {
   compare->add_option("--min-samples", o.time.min_samples,
                       "Timed steps each side needs, else the time is inconclusive")
       ->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  compare->add_option("--min-processes", o.time.min_processes,
+                      "Fresh processes each side needs (bench --repetitions) for a time verdict, "
+                      "else inconclusive: one process's steps cannot show the shift between runs")
+      ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   return compare;
 }

@@ -8,6 +8,31 @@
 #include "harness/report/compare/run_compare.h"
 
 namespace harness {
+namespace {
+
+size_t variant_count(const RunReport& report) {
+  size_t n = 0;
+  for (const ScenarioResult& s : report.scenarios) n += s.variants.size();
+  return n;
+}
+
+// A compare that would compare nothing (no variant in both) is a mistake in its inputs: the wrong
+// file, or a run that ran nothing. It would otherwise pass with every row new or missing.
+void check_something_in_common(const RunReport& base, const RunReport& head,
+                               const CompareOptions& o) {
+  for (const ScenarioResult& h : head.scenarios) {
+    const ScenarioResult* b = find_scenario(base, h.name);
+    if (b == nullptr) continue;
+    for (const VariantResult& v : h.variants) {
+      if (find_variant(*b, v.name) != nullptr) return;
+    }
+  }
+  throw InputError("nothing to compare: " + o.base + " (" + std::to_string(variant_count(base)) +
+                   " variant(s)) and " + o.head + " (" + std::to_string(variant_count(head)) +
+                   " variant(s)) have no scenario and variant in common");
+}
+
+}  // namespace
 
 ExitCode run_compare(const CompareOptions& o) {
   // Every input is read and checked before anything is written.
@@ -18,6 +43,7 @@ ExitCode run_compare(const CompareOptions& o) {
   check_writable_destination(o.out, "--out");
   check_writable_destination(o.html, "--html");
 
+  check_something_in_common(base, head, o);
   RunComparison comparison = compare_reports(base, head, o.time, o.phase_times, o.host_memory);
   comparison.base_source = o.base;
   comparison.head_source = o.head;

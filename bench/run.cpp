@@ -13,11 +13,13 @@
 #include "bench/gbench_context.h"
 #include "bench/launcher.h"
 #include "bench/provenance.h"
+#include "bench/repetitions.h"
 #include "bench/temp_dir.h"
 #include "bench/trace_output.h"
 #include "harness/instrument/instrument.h"
 #include "harness/instrument/phase.h"
 #include "harness/interrupt.h"
+#include "harness/measure.h"
 #include "harness/report/gates/expectations.h"
 #include "harness/report/gates/gate.h"
 #include "harness/report/io/gbench_json.h"
@@ -104,20 +106,18 @@ int list_scenarios(const RunOptions& run) {
   return 0;
 }
 
-}  // namespace
-
-ExitCode run_bench(const BenchOptions& o) {
-  ScenarioRegistry& registry = ScenarioRegistry::instance();
-  if (!registry.duplicates().empty()) {
-    throw InputError("scenario names registered more than once: " + join(registry.duplicates()));
-  }
-  if (o.list) return static_cast<ExitCode>(list_scenarios(o.run));
-  if (o.scenarios.empty()) {
-    throw InputError("no scenario given (--scenario NAME; --list shows the scenarios)");
-  }
-
-  // Everything that can be checked before running is checked now.
+// What a run reads before it starts: the scenarios and every input file.
+struct RunInputs {
   ChosenScenarios chosen;
+  std::vector<GateFile> gates;
+  std::optional<ExpectationsFile> expectations;
+  std::optional<RunReport> baseline;
+};
+
+// Every input, read and checked before anything runs.
+RunInputs check_inputs(const BenchOptions& o, ScenarioRegistry& registry) {
+  RunInputs inputs;
+  ChosenScenarios& chosen = inputs.chosen;
   std::vector<std::string> names;  // "all": every registered scenario
   for (const std::string& name : o.scenarios) {
     std::vector<std::string> these = {name};
@@ -139,13 +139,11 @@ ExitCode run_bench(const BenchOptions& o) {
     chosen.emplace_back(info, info->factory());
   }
   check_variant_filters(o, chosen);
-  std::vector<GateFile> gates;
-  for (const std::string& path : o.gates) gates.push_back(parse_gate_file(path));
-  std::optional<ExpectationsFile> expectations;
-  if (!o.expect.empty()) expectations = parse_expectations_file(o.expect);
+  test_step_slowdown();  // a malformed HARNESS_TEST_SLOW_STEPS is bad input, said now
+  for (const std::string& path : o.gates) inputs.gates.push_back(parse_gate_file(path));
+  if (!o.expect.empty()) inputs.expectations = parse_expectations_file(o.expect);
   check_writable_destination(o.write_expectations, "--write-expectations");
-  std::optional<RunReport> baseline;
-  if (!o.baseline.empty()) baseline = read_report_file(o.baseline);
+  if (!o.baseline.empty()) inputs.baseline = read_report_file(o.baseline);
   check_writable_destination(o.json_out, "--out");
   check_writable_destination(o.markdown_out, "--markdown");
   check_writable_destination(o.html_out, "--html");
@@ -155,9 +153,136 @@ ExitCode run_bench(const BenchOptions& o) {
     throw InputError("--gbench-repetitions needs --gbench-out FILE");
   }
 
+  return inputs;
+}
+
+// What follows a run, on the leader, once its report is complete: the other outputs, the gates
+// and expectations, the list of what was written, and the exit code.
+ExitCode finish_run(const BenchOptions& o, const RunReport& report, RunInputs& inputs,
+                    std::ostream& console) {
+  std::vector<GateFile>& gates = inputs.gates;
+  std::optional<ExpectationsFile>& expectations = inputs.expectations;
+  std::optional<RunReport>& baseline = inputs.baseline;
+  if (!o.gbench_out.empty()) {
+    write_file_atomically(
+        o.gbench_out,
+        gbench_json(report, machine_gbench_context(report.provenance), o.gbench_repetitions)
+                .dump(2) +
+            "\n");
+  }
+
+  bool gates_passed = true;
+  std::vector<GateOutcome> outcomes;
+  for (const GateFile& gate : gates) {
+    outcomes.push_back(evaluate_gate(gate, report, baseline ? &*baseline : nullptr));
+    console << format_gate_outcome(outcomes.back(), o.strict);
+    gates_passed = gates_passed && outcomes.back().passed(o.strict);
+  }
+  if (expectations) {
+    const ExpectationCheck check = check_expectations(*expectations, report);
+    console << check.text(o.strict);
+    gates_passed = gates_passed && !check.failed(o.strict);
+  }
+  if (!o.write_expectations.empty()) {
+    write_file_atomically(o.write_expectations,
+                          expectations_json(report, "written by bench from a run; give each "
+                                                    "site a reason").dump(2) + "\n");
+  }
+  if (!o.markdown_out.empty()) {  // after the gates, whose outcomes it ends with
+    std::string markdown = render_markdown(report);
+    for (const GateOutcome& g : outcomes) markdown += format_gate_outcome_markdown(g, o.strict);
+    write_file_atomically(o.markdown_out, markdown);
+  }
+  if (!o.html_out.empty()) {  // after the gates, whose outcomes it shows
+    HtmlPage page;
+    page.head = &report;
+    page.base = baseline ? &*baseline : nullptr;
+    page.head_source = o.json_out.empty() ? "this run" : o.json_out;
+    page.base_source = o.baseline;
+    page.gates = std::move(outcomes);
+    page.strict = o.strict;
+    write_file_atomically(o.html_out, render_html(page));
+  }
+
+  // What was written, as bench compare says it (an output that failed has thrown before this).
+  std::vector<std::string> written;
+  for (const std::string* out : {&o.json_out, &o.markdown_out, &o.html_out, &o.trace_out,
+                                 &o.gbench_out, &o.write_expectations}) {
+    if (!out->empty()) written.push_back(*out == "-" ? "stdout" : *out);
+  }
+  // (A repetition's report is the first process's to announce, merged.)
+  if (!written.empty() && !repetition_options(o)) {
+    std::cerr << "bench: wrote " << join(written) << "\n";
+  }
+
+  std::vector<std::string> failed;
+  for (const ScenarioResult& s : report.scenarios) {
+    for (const VariantResult& v : s.variants) {
+      if (!v.ran && !v.failed_as_expected()) failed.push_back(s.name + " " + v.name + ": " + v.error);
+    }
+  }
+  if (!failed.empty()) {
+    std::cerr << "bench: " << failed.size() << " variant(s) failed to run:\n";
+    for (const std::string& f : failed) std::cerr << "  " << f << "\n";
+    return ExitCode::ScenarioFailed;
+  }
+  return gates_passed ? ExitCode::Ok : ExitCode::GateFailed;
+}
+// An output written to stdout (`-o -`) has stdout to itself: the table and gate lines go to
+// stderr then.
+std::ostream& console_stream(const BenchOptions& o) {
+  const bool stdout_taken = o.json_out == "-" || o.markdown_out == "-" || o.html_out == "-" ||
+                            o.trace_out == "-" || o.gbench_out == "-";
+  return stdout_taken ? std::cerr : std::cout;
+}
+
+// --repetitions N: the command in N fresh processes (repetitions.h), then the console table,
+// the report and every other output from their merged report.
+ExitCode report_repetitions(const BenchOptions& o, RunInputs& inputs) {
+  const RunReport report = run_repetitions(o);
+  std::ostream& console = console_stream(o);
+  MultiReporter reporters;
+  reporters.add(std::make_unique<ConsoleReporter>(console, o.phases));
+  if (!o.json_out.empty()) reporters.add(std::make_unique<JsonReporter>(o.json_out));
+  reporters.on_run_start(report.provenance);
+  for (const ScenarioResult& scenario : report.scenarios) {
+    reporters.on_scenario_start(scenario.name, scenario.variants.size());
+    for (const VariantResult& v : scenario.variants) reporters.on_variant_done(scenario.name, v);
+    reporters.on_scenario_done(scenario);
+  }
+  reporters.on_run_done(report);
+  return finish_run(o, report, inputs, console);
+}
+
+}  // namespace
+
+ExitCode run_bench(const BenchOptions& given) {
+  const BenchOptions o = repetition_options(given).value_or(given);
+  ScenarioRegistry& registry = ScenarioRegistry::instance();
+  if (!registry.duplicates().empty()) {
+    throw InputError("scenario names registered more than once: " + join(registry.duplicates()));
+  }
+  if (o.list) return static_cast<ExitCode>(list_scenarios(o.run));
+  if (o.scenarios.empty()) {
+    throw InputError("no scenario given (--scenario NAME; --list shows the scenarios)");
+  }
+
+  // Everything that can be checked before running is checked now.
+  RunInputs inputs = check_inputs(o, registry);
+  ChosenScenarios& chosen = inputs.chosen;
+
   // Ranks: this process is one when torchrun's variables are set (by torchrun or by our own
   // launcher); otherwise it starts them when asked to or when a scenario needs them.
   const std::optional<runtime::RankEnv> rank_env = runtime::rank_env_from_environment();
+  if (o.repetitions > 1) {
+    if (rank_env) {
+      throw InputError("--repetitions starts fresh processes of bench, and this process is rank " +
+                       std::to_string(rank_env->rank) + " of " +
+                       std::to_string(rank_env->world_size) +
+                       " (WORLD_SIZE is set): repeat the torchrun command instead");
+    }
+    return report_repetitions(o, inputs);
+  }
   if (!rank_env) {
     const int world = scenario_world_size(chosen);
     if (o.nproc > 0 || world > 1) {
@@ -206,11 +331,7 @@ ExitCode run_bench(const BenchOptions& o) {
     report.warnings.push_back(crowded + " (the scenarios on ranks; bench compare: inconclusive)");
   }
 
-  // An output written to stdout (`-o -`) has stdout to itself: the table and gate lines go to
-  // stderr then.
-  const bool stdout_taken = o.json_out == "-" || o.markdown_out == "-" || o.html_out == "-" ||
-                            o.trace_out == "-" || o.gbench_out == "-";
-  std::ostream& console = stdout_taken ? std::cerr : std::cout;
+  std::ostream& console = console_stream(o);
   MultiReporter reporters;
   if (leader) {
     reporters.add(std::make_unique<ConsoleReporter>(console, o.phases));
@@ -287,67 +408,7 @@ ExitCode run_bench(const BenchOptions& o) {
   if (trace) trace->finish(report.provenance, comm.get(), leader);
   if (!leader) return ExitCode::Ok;  // rank 0 reports, for every rank
   reporters.on_run_done(report);
-  if (!o.gbench_out.empty()) {
-    write_file_atomically(
-        o.gbench_out,
-        gbench_json(report, machine_gbench_context(report.provenance), o.gbench_repetitions)
-                .dump(2) +
-            "\n");
-  }
-
-  bool gates_passed = true;
-  std::vector<GateOutcome> outcomes;
-  for (const GateFile& gate : gates) {
-    outcomes.push_back(evaluate_gate(gate, report, baseline ? &*baseline : nullptr));
-    console << format_gate_outcome(outcomes.back(), o.strict);
-    gates_passed = gates_passed && outcomes.back().passed(o.strict);
-  }
-  if (expectations) {
-    const ExpectationCheck check = check_expectations(*expectations, report);
-    console << check.text(o.strict);
-    gates_passed = gates_passed && !check.failed(o.strict);
-  }
-  if (!o.write_expectations.empty()) {
-    write_file_atomically(o.write_expectations,
-                          expectations_json(report, "written by bench from a run; give each "
-                                                    "site a reason").dump(2) + "\n");
-  }
-  if (!o.markdown_out.empty()) {  // after the gates, whose outcomes it ends with
-    std::string markdown = render_markdown(report);
-    for (const GateOutcome& g : outcomes) markdown += format_gate_outcome_markdown(g, o.strict);
-    write_file_atomically(o.markdown_out, markdown);
-  }
-  if (!o.html_out.empty()) {  // after the gates, whose outcomes it shows
-    HtmlPage page;
-    page.head = &report;
-    page.base = baseline ? &*baseline : nullptr;
-    page.head_source = o.json_out.empty() ? "this run" : o.json_out;
-    page.base_source = o.baseline;
-    page.gates = std::move(outcomes);
-    page.strict = o.strict;
-    write_file_atomically(o.html_out, render_html(page));
-  }
-
-  // What was written, as bench compare says it (an output that failed has thrown before this).
-  std::vector<std::string> written;
-  for (const std::string* out : {&o.json_out, &o.markdown_out, &o.html_out, &o.trace_out,
-                                 &o.gbench_out, &o.write_expectations}) {
-    if (!out->empty()) written.push_back(*out == "-" ? "stdout" : *out);
-  }
-  if (!written.empty()) std::cerr << "bench: wrote " << join(written) << "\n";
-
-  std::vector<std::string> failed;
-  for (const ScenarioResult& s : report.scenarios) {
-    for (const VariantResult& v : s.variants) {
-      if (!v.ran && !v.failed_as_expected()) failed.push_back(s.name + " " + v.name + ": " + v.error);
-    }
-  }
-  if (!failed.empty()) {
-    std::cerr << "bench: " << failed.size() << " variant(s) failed to run:\n";
-    for (const std::string& f : failed) std::cerr << "  " << f << "\n";
-    return ExitCode::ScenarioFailed;
-  }
-  return gates_passed ? ExitCode::Ok : ExitCode::GateFailed;
+  return finish_run(o, report, inputs, console);
 }
 
 }  // namespace harness

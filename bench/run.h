@@ -30,6 +30,7 @@ struct BenchOptions {
   bool nvtx_only = false;  // --nvtx-only: no counting, CUPTI left alone; NVTX ranges only
   int nproc = 0;         // --nproc: local ranks to start (0: the scenarios' default)
   int timeout_s = 300;   // --timeout: rendezvous and collective timeout of each rank
+  int repetitions = 1;   // --repetitions: run the scenarios this many times, each a fresh process
   std::vector<std::string> argv;
 };
 

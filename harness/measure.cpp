@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -12,6 +13,8 @@
 
 #include "harness/interrupt.h"
 #include "harness/report/compare/statistics.h"
+#include "harness/report/model/pattern.h"
+#include "harness/errors.h"
 
 namespace harness {
 namespace {
@@ -78,6 +81,55 @@ int64_t time_machine_probe() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
                                                               started)
       .count();
+}
+
+namespace {
+
+std::string& running_variant() {
+  static std::string name;  // "<scenario>:<variant>"
+  return name;
+}
+
+// HARNESS_TEST_SLOW_STEPS, parsed once: the glob ("<scenario>:<variant glob>") and the factor.
+const std::optional<std::pair<std::string, double>>& slow_steps_knob() {
+  static const std::optional<std::pair<std::string, double>> knob =
+      []() -> std::optional<std::pair<std::string, double>> {
+    const char* value = std::getenv("HARNESS_TEST_SLOW_STEPS");
+    if (value == nullptr || *value == 0) return std::nullopt;
+    const std::string text = value;
+    const size_t eq = text.rfind('=');
+    char* end = nullptr;
+    const double factor = eq == std::string::npos ? 0 : std::strtod(text.c_str() + eq + 1, &end);
+    if (eq == std::string::npos || text.find(':') > eq || end == nullptr || *end != 0 ||
+        !(factor >= 1 && factor <= 100)) {
+      throw InputError("HARNESS_TEST_SLOW_STEPS='" + text +
+                       "': expected <scenario>:<variant glob>=<factor from 1 to 100>");
+    }
+    return std::make_pair(text.substr(0, eq), factor);
+  }();
+  return knob;
+}
+
+// Busy-waits until the step begun at `started` has taken `factor` times what it took so far.
+void stretch_step(std::chrono::steady_clock::time_point started, double factor) {
+  if (factor <= 1) return;
+  const auto now = std::chrono::steady_clock::now();
+  const auto until = started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                   (now - started) * factor);
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+}  // namespace
+
+void set_running_variant(const std::string& scenario, const std::string& variant) {
+  running_variant() = scenario + ":" + variant;
+}
+
+double test_step_slowdown() {
+  const auto& knob = slow_steps_knob();
+  if (!knob || !glob_match(knob->first, running_variant())) return 1;
+  return knob->second;
 }
 
 int64_t process_cpu_ns() {
@@ -199,6 +251,7 @@ void StepWindow::on_train_step_start(runtime::Trainer&, int64_t step) {
 void StepWindow::on_train_step_end(runtime::Trainer&, int64_t) {
   if (!in_step_) return;
   instrument_.drain();
+  stretch_step(started_, test_step_slowdown());
   trace_step_end();
   step_range_.reset();
   const int64_t ns = std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -107,6 +107,14 @@ int64_t time_machine_probe();
 // CPU time of the whole process (every thread: the autograd engine's included), in ns.
 int64_t process_cpu_ns();
 
+// A test knob: HARNESS_TEST_SLOW_STEPS="<scenario>:<variant glob>=<factor>" makes each measured
+// step of the variants it names take <factor> times its time (a busy wait at the step's end,
+// inside its wall and CPU time), so that tests and the compare soak (scripts/compare_soak.py)
+// can make a known slowdown. VariantRunner names the variant now running; the factor is 1 for
+// any other, and when the variable is unset. Throws InputError for a malformed value.
+void set_running_variant(const std::string& scenario, const std::string& variant);
+double test_step_slowdown();
+
 // Time the process's live threads have spent runnable but not running -- waiting for a CPU that
 // another thread or process held -- in ns, summed over threads (the scheduler's run delay,
 // /proc/self/task/*/schedstat). nullopt where the kernel does not say.

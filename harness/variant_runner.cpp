@@ -29,6 +29,7 @@ VariantResult VariantRunner::run(const std::string& name,
   const auto t0 = std::chrono::steady_clock::now();
   const std::optional<int64_t> waited0 = cpu_wait_ns();
   const std::string section = scenario_ + " " + name;
+  set_running_variant(scenario_, name);
   if (context_.trace) context_.trace->section_begin(section);
   try {
     const NvtxRange range(scenario_ + "/" + name);  // tells variants apart on an nsys timeline

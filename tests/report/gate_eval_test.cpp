@@ -167,7 +167,7 @@ TEST(GateEval, StatisticalRuleAgainstAnotherVariant) {
 TEST(GateEval, StatisticalRuleAgainstTheBaseline) {
   const RunReport base = with_step_times(kFast, kFast);
   const RunReport slower = with_step_times(kSlow, kFast);
-  const json r = mann_whitney("fresh/foreach", {{"baseline", true}});
+  const json r = mann_whitney("fresh/foreach", {{"baseline", true}, {"min_processes", 1}});
   const GateFile gate = parse_gate_json({{"gate_version", 1}, {"rules", json::array({r})}}, "g");
   EXPECT_EQ(only(evaluate_gate(gate, slower, &base)).status, RuleStatus::Fail);
   EXPECT_EQ(only(evaluate_gate(gate, base, &slower)).status, RuleStatus::Pass);  // faster
@@ -177,7 +177,7 @@ TEST(GateEval, StatisticalRuleAgainstTheBaseline) {
 TEST(GateEval, BaselineTimeRulesJudgeOnlyTimesThatCanCarryAVerdict) {
   const RunReport base = with_step_times(kFast, kFast);
   RunReport slower = with_step_times(kSlow, kFast);
-  const json r = mann_whitney("fresh/foreach", {{"baseline", true}});
+  const json r = mann_whitney("fresh/foreach", {{"baseline", true}, {"min_processes", 1}});
   const GateFile gate = parse_gate_json({{"gate_version", 1}, {"rules", json::array({r})}}, "g");
   // Measured while other work held the cores: the slowdown may be that load.
   sample_variant(slower, "fresh/foreach").timing.push_back({"cpu_wait.share", 0.4, "ratio", ""});
@@ -197,7 +197,7 @@ TEST(GateEval, BaselineTimeRulesJudgeOnlyTimesThatCanCarryAVerdict) {
 TEST(GateEval, ABaselineSlowdownThatTheMachineProbeShowsIsInconclusive) {
   RunReport base = with_step_times(kFast, kFast);
   RunReport slower = with_step_times(kSlow, kFast);  // ratio about 1.13, beyond the rule's 1.10
-  const json r = mann_whitney("fresh/foreach", {{"baseline", true}});
+  const json r = mann_whitney("fresh/foreach", {{"baseline", true}, {"min_processes", 1}});
   const GateFile gate = parse_gate_json({{"gate_version", 1}, {"rules", json::array({r})}}, "g");
   EXPECT_EQ(only(evaluate_gate(gate, slower, &base)).status, RuleStatus::Fail);
   // The probe after each step was 1.12x slower in the run too: the machine's slowdown.
@@ -348,6 +348,24 @@ TEST(GateEval, FormatShowsEachOutcomeAndTheSummary) {
                   "<= allowed 4 (1.0 x 4 of fresh/foreach)\n");
   EXPECT_CONTAINS(text, "SKIP  resume_adam  nope");
   EXPECT_CONTAINS(text, "gate: 1 passed, 1 failed, 1 skipped\n");
+}
+
+TEST(GateEval, ABaselineTimeRuleNeedsProcessesApart) {
+  const RunReport base = with_step_times(kFast, kFast);
+  const RunReport slower = with_step_times(kSlow, kFast);
+  // By default 3 processes a side: reports of one process each cannot decide a time between runs.
+  const json r = mann_whitney("fresh/foreach", {{"baseline", true}});
+  const GateFile gate = parse_gate_json({{"gate_version", 1}, {"rules", json::array({r})}}, "g");
+  const RuleOutcome o = only(evaluate_gate(gate, slower, &base));
+  EXPECT_EQ(o.status, RuleStatus::Inconclusive) << o.message;
+  EXPECT_CONTAINS(o.message, "fewer than min_processes 3");
+  // A within-run rule (relative_to) is not between runs: no processes needed.
+  EXPECT_THROW(parse_gate_json({{"gate_version", 1},
+                                {"rules", json::array({mann_whitney(
+                                              "fresh/foreach", {{"relative_to", "fresh/forloop"},
+                                                                {"min_processes", 2}})})}},
+                               "g"),
+               InputError);
 }
 
 }  // namespace

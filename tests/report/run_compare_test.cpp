@@ -9,6 +9,13 @@
 namespace harness {
 namespace {
 
+// The tests of rules other than the processes' (the sample reports have one process a side).
+const TimeTestOptions kOneProcessEnough = [] {
+  TimeTestOptions o;
+  o.min_processes = 1;
+  return o;
+}();
+
 const ComparedMetric* find_row(const RunComparison& c, const std::string& variant,
                                const std::string& metric) {
   for (const ComparedMetric& m : c.rows) {
@@ -57,7 +64,7 @@ TEST(RunCompare, ACountThatRisesIsARegressionOneThatFallsAnImprovement) {
   RunReport head = sample_report();
   set_per_step(sample_variant(head, "fresh/foreach"), "d2h.count", 6);
   set_per_step(sample_variant(head, "resume_move_all/foreach"), "sync.count", 0);
-  const RunComparison c = compare_reports(base, head, {});
+  const RunComparison c = compare_reports(base, head, kOneProcessEnough);
   const ComparedMetric& d2h = row(c, "fresh/foreach", "per_step.d2h.count");
   EXPECT_EQ(d2h.change, Change::Regression);
   EXPECT_EQ(d2h.base, 4.0);
@@ -73,7 +80,7 @@ TEST(RunCompare, LaunchesByOpAreComparedPerStep) {
   RunReport head = sample_report();
   VariantResult& v = sample_variant(head, "fresh/foreach");
   v.launches_by_op["aten::_local_scalar_dense"] = 10;  // new op: 2 per step
-  const RunComparison c = compare_reports(base, head, {});
+  const RunComparison c = compare_reports(base, head, kOneProcessEnough);
   const ComparedMetric& op = row(c, "fresh/foreach", "launches_by_op[aten::_local_scalar_dense]");
   EXPECT_EQ(op.change, Change::Regression);
   EXPECT_EQ(op.base, 0.0);
@@ -88,7 +95,7 @@ TEST(RunCompare, TimesAreDecidedOnTheirSamples) {
   sample_variant(head, "fresh/foreach").samples["step_time"] = kSlow;
   sample_variant(base, "resume_keep_step/foreach").samples["step_time"] = kSlow;
   sample_variant(head, "resume_keep_step/foreach").samples["step_time"] = kFast;
-  const RunComparison c = compare_reports(base, head, {});
+  const RunComparison c = compare_reports(base, head, kOneProcessEnough);
   const ComparedMetric& slower = row(c, "fresh/foreach", "samples.step_time");
   EXPECT_EQ(slower.change, Change::Regression);
   ASSERT_TRUE(slower.time.has_value());
@@ -98,7 +105,7 @@ TEST(RunCompare, TimesAreDecidedOnTheirSamples) {
   EXPECT_DOUBLE_EQ(*slower.base, 11.95);  // medians
   EXPECT_DOUBLE_EQ(*slower.head, 13.5);
   EXPECT_EQ(row(c, "resume_keep_step/foreach", "samples.step_time").change, Change::Improvement);
-  TimeTestOptions lenient;
+  TimeTestOptions lenient = kOneProcessEnough;
   lenient.max_ratio = 1.2;
   EXPECT_EQ(row(compare_reports(base, head, lenient), "fresh/foreach", "samples.step_time").change,
             Change::Unchanged);
@@ -122,7 +129,7 @@ TEST(RunCompare, HostMemoryOfScenariosOnRanksIsInformational) {
     sample_variant(*r, "fresh/foreach")
         .total.push_back({"memory.peak_bytes", r == &base ? 1000.0 : 2000.0, "bytes", ""});
   }
-  const RunComparison c = compare_reports(base, head, {});
+  const RunComparison c = compare_reports(base, head, kOneProcessEnough);
   const ComparedMetric& host = row(c, "fresh/foreach", "total.host_memory.peak_bytes");
   EXPECT_EQ(host.change, Change::Info);
   EXPECT_NE(host.note.find("--host-memory"), std::string::npos) << host.note;
@@ -138,7 +145,7 @@ TEST(RunCompare, HostMemoryOfScenariosOnRanksIsInformational) {
                 .change,
             Change::Regression);
   base.scenarios[0].world_size = head.scenarios[0].world_size = 1;
-  EXPECT_EQ(row(compare_reports(base, head, {}), "fresh/foreach", "total.host_memory.peak_bytes")
+  EXPECT_EQ(row(compare_reports(base, head, kOneProcessEnough), "fresh/foreach", "total.host_memory.peak_bytes")
                 .change,
             Change::Regression);
 }
@@ -150,11 +157,11 @@ TEST(RunCompare, TimesOfAnOversubscribedScenarioAreInconclusive) {
   set_step_times(head, kFast);
   sample_variant(head, "fresh/foreach").samples["step_time"] = kSlow;
   for (double& x : sample_variant(head, "fresh/foreach").samples["step_time"]) x *= 2;
-  EXPECT_EQ(row(compare_reports(base, head, {}), "fresh/foreach", "samples.step_time").change,
+  EXPECT_EQ(row(compare_reports(base, head, kOneProcessEnough), "fresh/foreach", "samples.step_time").change,
             Change::Regression);
   head.provenance.ranks_per_host = 2;
   head.provenance.cpu_count = 2;  // 2 ranks on 2 CPUs
-  const RunComparison c = compare_reports(base, head, {});
+  const RunComparison c = compare_reports(base, head, kOneProcessEnough);
   const ComparedMetric& time = row(c, "fresh/foreach", "samples.step_time");
   EXPECT_EQ(time.change, Change::Inconclusive);
   EXPECT_NE(time.note.find("head: 2 ranks on 2 CPU(s)"), std::string::npos) << time.note;
@@ -162,11 +169,11 @@ TEST(RunCompare, TimesOfAnOversubscribedScenarioAreInconclusive) {
   EXPECT_NE(c.notes[0].find("resume_adam: head: 2 ranks on 2 CPU(s)"), std::string::npos);
   // Enough CPUs, or a scenario on one rank: judged.
   head.provenance.cpu_count = 3;
-  EXPECT_EQ(row(compare_reports(base, head, {}), "fresh/foreach", "samples.step_time").change,
+  EXPECT_EQ(row(compare_reports(base, head, kOneProcessEnough), "fresh/foreach", "samples.step_time").change,
             Change::Regression);
   head.provenance.cpu_count = 2;
   head.scenarios[0].world_size = 1;
-  EXPECT_EQ(row(compare_reports(base, head, {}), "fresh/foreach", "samples.step_time").change,
+  EXPECT_EQ(row(compare_reports(base, head, kOneProcessEnough), "fresh/foreach", "samples.step_time").change,
             Change::Regression);
 }
 
@@ -180,7 +187,7 @@ TEST(RunCompare, AChangeMeasuredWhileTheCoresWereBusyIsInconclusive) {
       {"cpu_wait.share", 0.5, "ratio", "waited for a CPU"});
   sample_variant(head, "fresh/foreach").timing.push_back(
       {"cpu_wait.share", 0.35, "ratio", "waited for a CPU"});
-  const RunComparison c = compare_reports(base, head, {});
+  const RunComparison c = compare_reports(base, head, kOneProcessEnough);
   const ComparedMetric& slower = row(c, "fresh/foreach", "samples.step_time");
   EXPECT_EQ(slower.change, Change::Inconclusive);
   EXPECT_NE(slower.note.find("head: its threads waited for a CPU 35% of the time"),
@@ -189,7 +196,7 @@ TEST(RunCompare, AChangeMeasuredWhileTheCoresWereBusyIsInconclusive) {
   // No change found under the load stays unchanged (a self-compare passes --strict).
   EXPECT_EQ(row(c, "fresh/forloop", "samples.step_time").change, Change::Unchanged);
   sample_variant(head, "fresh/foreach").timing.back().value = 0.05;  // a quiet machine
-  EXPECT_EQ(row(compare_reports(base, head, {}), "fresh/foreach", "samples.step_time").change,
+  EXPECT_EQ(row(compare_reports(base, head, kOneProcessEnough), "fresh/foreach", "samples.step_time").change,
             Change::Regression);
 }
 
@@ -200,7 +207,7 @@ TEST(RunCompare, ATimeThatMovedWithItsWholeScenarioIsInconclusive) {
   set_step_times(head, kFast, 1.5);  // every variant 1.5x: a slower machine, or every variant
   sample_variant(head, "fresh/forloop").samples["step_time"] = kFast;
   for (double& x : sample_variant(head, "fresh/forloop").samples["step_time"]) x *= 3;
-  const RunComparison c = compare_reports(base, head, {});
+  const RunComparison c = compare_reports(base, head, kOneProcessEnough);
   const ComparedMetric& moved = row(c, "fresh/foreach", "samples.step_time");
   EXPECT_EQ(moved.change, Change::Inconclusive);
   EXPECT_NE(moved.note.find("moved with its scenario: ratio 1.5, the median of its 4 variants 1.5"),
@@ -224,7 +231,7 @@ TEST(RunCompare, ATimeThatMovedWithTheMachineProbeIsInconclusive) {
   for (double& x : probe) x *= 1.8;
   sample_variant(head, "fresh/foreach").samples["machine_probe"] = probe;
   for (double& x : sample_variant(head, "fresh/foreach").samples["step_time"]) x *= 2.5;
-  TimeTestOptions options;
+  TimeTestOptions options = kOneProcessEnough;
   options.max_ratio = 2.0;
   RunComparison c = compare_reports(base, head, options);
   const ComparedMetric& moved = row(c, "fresh/foreach", "samples.step_time");
@@ -249,7 +256,7 @@ TEST(RunCompare, FailuresNewAndMissingVariants) {
   sample_variant(head, "resume_keep_step/foreach").correctness.passed = false;
   // resume_rebuild/foreach failed in the sample; in head it is renamed: one missing, one new.
   sample_variant(head, "resume_rebuild/foreach").name = "resume_rebuild2/foreach";
-  const RunComparison c = compare_reports(base, head, {});
+  const RunComparison c = compare_reports(base, head, kOneProcessEnough);
   const ComparedMetric& status = row(c, "fresh/forloop", "status.ok");
   EXPECT_EQ(status.change, Change::Regression);
   EXPECT_EQ(status.note, "head failed: CUDA error: out of memory");
@@ -266,7 +273,7 @@ TEST(RunCompare, EnvironmentAndWindowDifferencesAreNoted) {
   head.provenance.device = "cuda";
   head.scenarios[0].config["steps"] = "50";
   for (VariantResult& v : head.scenarios[0].variants) v.measured_steps = 50;
-  const RunComparison c = compare_reports(base, head, {});
+  const RunComparison c = compare_reports(base, head, kOneProcessEnough);
   ASSERT_EQ(c.environment.size(), 2u);
   EXPECT_EQ(c.environment[0].field, "device");
   EXPECT_EQ(c.environment[1].field, "build type");
@@ -281,7 +288,7 @@ TEST(RunCompare, OldReportsWithoutSamplesAreInconclusiveOnTime) {
   RunReport base = sample_report();
   for (VariantResult& v : base.scenarios[0].variants) v.samples.clear();
   RunReport head = base;
-  const RunComparison c = compare_reports(base, head, {});
+  const RunComparison c = compare_reports(base, head, kOneProcessEnough);
   const ComparedMetric& t = row(c, "fresh/foreach", "timing.step_time.median");
   EXPECT_EQ(t.change, Change::Inconclusive);
   EXPECT_CONTAINS(t.note, "no per-step samples");
@@ -291,7 +298,7 @@ TEST(RunCompareFormat, TextShowsChangedRowsAndTheTally) {
   const RunReport base = sample_report();
   RunReport head = sample_report();
   set_per_step(sample_variant(head, "fresh/foreach"), "d2h.count", 6);
-  const RunComparison c = compare_reports(base, head, {});
+  const RunComparison c = compare_reports(base, head, kOneProcessEnough);
   const std::string text = comparison_text(c, /*all=*/false, /*strict=*/false);
   EXPECT_CONTAINS(text, "REGRESSION");
   EXPECT_CONTAINS(text, "per_step.d2h.count");
@@ -313,7 +320,7 @@ TEST(RunCompareFormat, MarkdownPutsChangesFirstFoldsTheRestAndStaysUnderTheLimit
       sample_variant(*r, "fresh/foreach").launches_by_op["aten::op_" + std::to_string(i)] = 5;
     }
   }
-  RunComparison c = compare_reports(base, head, {});
+  RunComparison c = compare_reports(base, head, kOneProcessEnough);
   const GateFile gate = parse_gate_json(
       {{"gate_version", 1},
        {"rules", nlohmann::json::array({{{"scenario", "resume_adam"},
@@ -346,7 +353,7 @@ TEST(RunCompareFormat, MarkdownPutsChangesFirstFoldsTheRestAndStaysUnderTheLimit
 TEST(RunCompareFormat, MarkdownKeepsRegressionsWhenTheGatesFillTheLimit) {
   RunReport base = sample_report(), head = sample_report();
   set_per_step(sample_variant(head, "fresh/foreach"), "d2h.count", 9);
-  RunComparison c = compare_reports(base, head, {});
+  RunComparison c = compare_reports(base, head, kOneProcessEnough);
   ASSERT_EQ(c.count(Change::Regression), 1u);
   const GateFile gate = parse_gate_json(
       {{"gate_version", 1},
@@ -368,7 +375,7 @@ TEST(RunCompareFormat, JsonHasEveryRowAndNoNonFiniteNumber) {
   RunReport head = sample_report();
   set_per_step(sample_variant(base, "fresh/foreach"), "d2h.count", 0);  // delta% undefined
   set_per_step(sample_variant(head, "fresh/foreach"), "d2h.count", 3);
-  const RunComparison c = compare_reports(base, head, {});
+  const RunComparison c = compare_reports(base, head, kOneProcessEnough);
   const ReportJson j = comparison_json(c, false);
   const std::string text = j.dump();
   EXPECT_EQ(text.find("NaN"), std::string::npos);
@@ -386,6 +393,39 @@ TEST(RunCompareFormat, JsonHasEveryRowAndNoNonFiniteNumber) {
     }
   }
   EXPECT_TRUE(found);
+}
+
+TEST(RunCompare, ATimeBetweenRunsNeedsProcessesApart) {
+  RunReport base = sample_report();
+  RunReport head = sample_report();
+  sample_variant(base, "fresh/foreach").samples["step_time"] = kFast;
+  sample_variant(head, "fresh/foreach").samples["step_time"] = kSlow;
+  // One process a side (reports without `processes`): no verdict by default.
+  ComparedMetric time = row(compare_reports(base, head, {}), "fresh/foreach", "samples.step_time");
+  EXPECT_EQ(time.change, Change::Inconclusive);
+  EXPECT_NE(time.note.find("1 vs 1 process(es), fewer than min_processes 3"), std::string::npos)
+      << time.note;
+  // Three processes a side, every head process beyond every base process: a regression.
+  auto three = [](const std::vector<double>& steps, double spread) {
+    std::vector<double> out;
+    for (double k : {1.0, 1 + spread, 1 - spread}) {
+      for (double x : steps) out.push_back(x * k);
+    }
+    return out;
+  };
+  VariantResult& b = sample_variant(base, "fresh/foreach");
+  VariantResult& h = sample_variant(head, "fresh/foreach");
+  b.processes = h.processes = 3;
+  b.samples["step_time"] = three(kFast, 0.01);
+  h.samples["step_time"] = three(kFast, 0.01);
+  for (double& x : h.samples["step_time"]) x *= 1.3;
+  time = row(compare_reports(base, head, {}), "fresh/foreach", "samples.step_time");
+  EXPECT_EQ(time.change, Change::Regression) << time.note;
+  // The same rise where the processes of a side are 30 % apart: within the variation between runs.
+  b.samples["step_time"] = three(kFast, 0.3);
+  time = row(compare_reports(base, head, {}), "fresh/foreach", "samples.step_time");
+  EXPECT_EQ(time.change, Change::Inconclusive) << time.note;
+  EXPECT_NE(time.note.find("overlap within 1.10x"), std::string::npos) << time.note;
 }
 
 }  // namespace

@@ -200,5 +200,86 @@ TEST(CompareTimes, TooFewSamplesAreInconclusive) {
   EXPECT_NE(small.reason.find("smallest possible p 0.050"), std::string::npos) << small.reason;
 }
 
+// Three processes a side, 12 steps each: each process's steps around its own level (a shift
+// between processes that its steps cannot show), with a little noise within.
+std::vector<double> processes_at(const std::vector<double>& levels) {
+  std::vector<double> out;
+  for (double level : levels) {
+    for (int i = 0; i < 12; ++i) out.push_back(level * (1 + 0.002 * ((i * 7) % 12)));
+  }
+  return out;
+}
+
+TEST(CompareTimesBetweenRuns, OneProcessASideCannotTellAShiftFromAChange) {
+  // Every step of head 1.4x slower: within one run that is a regression...
+  const std::vector<double> base = processes_at({100}), head = processes_at({140});
+  EXPECT_EQ(compare_times(head, base, {}).verdict, TimeVerdict::Regression);
+  // ...between two runs of one process each, a shift between processes could be all of it.
+  const TimeComparison c = compare_times(head, base, {}, ProcessCounts{1, 1});
+  EXPECT_EQ(c.verdict, TimeVerdict::Inconclusive) << c.reason;
+  EXPECT_NE(c.reason.find("1 vs 1 process(es), fewer than min_processes 3"), std::string::npos)
+      << c.reason;
+  EXPECT_NE(c.reason.find("bench --repetitions 3"), std::string::npos) << c.reason;
+}
+
+TEST(CompareTimesBetweenRuns, ProcessesApartAreAChange) {
+  // 1.3x slower, the processes of each side within 4 % of each other.
+  const std::vector<double> base = processes_at({100, 103, 98}), head = processes_at({130, 127, 132});
+  const TimeComparison c = compare_times(head, base, {}, ProcessCounts{3, 3});
+  EXPECT_EQ(c.verdict, TimeVerdict::Regression) << c.reason;
+  EXPECT_NE(c.reason.find("every process apart by more than 1.10x"), std::string::npos) << c.reason;
+  EXPECT_EQ(compare_times(base, head, {}, ProcessCounts{3, 3}).verdict, TimeVerdict::Improvement);
+}
+
+TEST(CompareTimesBetweenRuns, ProcessesThatOverlapAreTheVariationBetweenRuns) {
+  // Two runs of the same code: one process of head landed 66 % slower (the seen case); its
+  // steps are 10 of 10 slower than base's, p tiny, yet the other processes overlap.
+  const std::vector<double> base = processes_at({100, 101, 99}), head = processes_at({166, 150, 101});
+  const TimeComparison one_each = compare_times(processes_at({166}), processes_at({100}), {});
+  EXPECT_EQ(one_each.verdict, TimeVerdict::Regression);  // what within-run statistics say
+  const TimeComparison c = compare_times(head, base, {}, ProcessCounts{3, 3});
+  EXPECT_EQ(c.verdict, TimeVerdict::Inconclusive) << c.reason;
+  EXPECT_NE(c.reason.find("3 vs 3 process(es) overlap within 1.10x"), std::string::npos)
+      << c.reason;
+  // Apart, but by less than max_ratio between the nearest processes: still not a verdict.
+  const TimeComparison near = compare_times(processes_at({125, 108, 125}), processes_at({100, 100, 100}),
+                                            {}, ProcessCounts{3, 3});
+  EXPECT_EQ(near.verdict, TimeVerdict::Inconclusive) << near.reason;
+  // No effect at all stays unchanged, with or without processes.
+  EXPECT_EQ(compare_times(base, base, {}, ProcessCounts{3, 3}).verdict, TimeVerdict::Unchanged);
+  // min_processes is an option.
+  TimeTestOptions two;
+  two.min_processes = 2;
+  EXPECT_EQ(compare_times(processes_at({130, 131}), processes_at({100, 99}), two,
+                          ProcessCounts{2, 2}).verdict,
+            TimeVerdict::Regression);
+}
+
+TEST(ProcessMedians, EachProcessItsOwnPart) {
+  EXPECT_EQ(process_medians({1, 2, 3, 10, 20, 30}, 2), (std::vector<double>{2, 20}));
+  EXPECT_EQ(process_medians({1, 2, 3, 4, 5, 6, 7}, 1), (std::vector<double>{4}));
+  EXPECT_TRUE(process_medians({}, 3).empty());
+}
+
+TEST(CompareTimes, ARiseFromZeroIsARise) {
+  // A sync wait of 0 in every base step and 50 ms in every head step: no ratio can be formed
+  // (a time of 0), yet it is the largest rise there is.
+  const std::vector<double> base(12, 0.0);
+  std::vector<double> head;
+  for (int i = 0; i < 12; ++i) head.push_back(50e6 + i * 1e3);
+  const TimeComparison c = compare_times(head, base, {});
+  EXPECT_EQ(c.verdict, TimeVerdict::Regression) << c.reason;
+  EXPECT_NE(c.reason.find("from 0 to a median of"), std::string::npos) << c.reason;
+  EXPECT_EQ(compare_times(base, head, {}).verdict, TimeVerdict::Improvement);
+  // Between runs it needs the processes too: 3 a side, apart.
+  std::vector<double> base3(36, 0.0), head3;
+  for (int i = 0; i < 36; ++i) head3.push_back(50e6 + i * 1e3);
+  EXPECT_EQ(compare_times(head3, base3, {}, ProcessCounts{3, 3}).verdict, TimeVerdict::Regression);
+  // Zeros on both sides in most steps, a few small waits: not a rise.
+  std::vector<double> mostly_zero(12, 0.0);
+  mostly_zero[3] = 100;
+  EXPECT_EQ(compare_times(mostly_zero, base, {}).verdict, TimeVerdict::Unchanged);
+}
+
 }  // namespace
 }  // namespace harness

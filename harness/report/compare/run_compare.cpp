@@ -216,7 +216,9 @@ class VariantComparer {
         rows_.push_back(std::move(m));
         continue;
       }
-      m.time = harness::compare_times(*h, *b, options_);
+      m.time = harness::compare_times(
+          *h, *b, options_,
+          ProcessCounts{static_cast<size_t>(head_.processes), static_cast<size_t>(base_.processes)});
       switch (m.time->verdict) {
         case TimeVerdict::Regression: m.change = Change::Regression; break;
         case TimeVerdict::Improvement: m.change = Change::Improvement; break;

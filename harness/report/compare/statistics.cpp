@@ -1,6 +1,8 @@
 // The Mann-Whitney U test, the Hodges-Lehmann ratio and the time verdict built on them.
 #include "harness/report/compare/statistics.h"
 
+#include "harness/report/text/format.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -228,8 +230,76 @@ const char* to_string(TimeVerdict verdict) {
   return "?";
 }
 
+std::vector<double> process_medians(const std::vector<double>& samples, size_t processes) {
+  std::vector<double> out;
+  for (size_t p = 0; p < processes; ++p) {
+    const size_t begin = samples.size() * p / processes;
+    const size_t end = samples.size() * (p + 1) / processes;
+    if (begin < end) out.push_back(median_of({samples.begin() + begin, samples.begin() + end}));
+  }
+  return out;
+}
+
+namespace {
+
+// head / base from the medians, where a time of 0 leaves no Hodges-Lehmann ratio: a rise from 0
+// is infinite, 0 on both sides is 1.
+std::optional<double> median_ratio(const std::vector<double>& head,
+                                   const std::vector<double>& base) {
+  const double h = median_of(head), b = median_of(base);
+  if (!std::isfinite(h) || !std::isfinite(b) || h < 0 || b < 0) return std::nullopt;
+  if (b == 0) return h == 0 ? 1.0 : std::numeric_limits<double>::infinity();
+  return h / b;
+}
+
+std::string format_spread(const std::vector<double>& medians) {
+  const auto [low, high] = std::minmax_element(medians.begin(), medians.end());
+  return format_number(*low) + ".." + format_number(*high) + " ns";
+}
+
+// A verdict between two runs stands when the processes of the two sides do not overlap by
+// max_ratio: every head process's median beyond every base process's (see compare_times).
+void check_between_runs(TimeComparison& out, const std::vector<double>& head,
+                        const std::vector<double>& base, const TimeTestOptions& options,
+                        const ProcessCounts& processes) {
+  if (out.verdict != TimeVerdict::Regression && out.verdict != TimeVerdict::Improvement) return;
+  const std::string counts = std::to_string(processes.head) + " vs " +
+                             std::to_string(processes.base) + " process(es)";
+  if (processes.head < options.min_processes || processes.base < options.min_processes) {
+    out.verdict = TimeVerdict::Inconclusive;
+    out.reason = counts + ", fewer than min_processes " + std::to_string(options.min_processes) +
+                 " a side: one process's steps cannot show the shift between runs (memory "
+                 "layout, clocks, caches; bench --repetitions 3 on both sides measures it); " +
+                 out.reason;
+    return;
+  }
+  const std::vector<double> h = process_medians(head, processes.head);
+  const std::vector<double> b = process_medians(base, processes.base);
+  const bool slower = out.verdict == TimeVerdict::Regression;
+  // The closest pair: the fastest head process against the slowest base one, or the reverse.
+  const double near_head = slower ? *std::min_element(h.begin(), h.end())
+                                  : *std::max_element(h.begin(), h.end());
+  const double near_base = slower ? *std::max_element(b.begin(), b.end())
+                                  : *std::min_element(b.begin(), b.end());
+  const bool apart = slower ? near_head > near_base * options.max_ratio
+                            : near_head * options.max_ratio < near_base;
+  const std::string spread = "process medians head " + format_spread(h) + ", base " +
+                             format_spread(b);
+  if (apart) {
+    out.reason += "; every process apart by more than " + fixed(options.max_ratio, 2) + "x (" +
+                  counts + ": " + spread + ")";
+    return;
+  }
+  out.verdict = TimeVerdict::Inconclusive;
+  out.reason = counts + " overlap within " + fixed(options.max_ratio, 2) + "x (" + spread +
+               "): within the variation between runs; " + out.reason;
+}
+
+}  // namespace
+
 TimeComparison compare_times(const std::vector<double>& head, const std::vector<double>& base,
-                             const TimeTestOptions& options) {
+                             const TimeTestOptions& options,
+                             const std::optional<ProcessCounts>& between_runs) {
   TimeComparison out;
   out.test = mann_whitney_u(head, base);
   out.ratio = hodges_lehmann_ratio(head, base);
@@ -244,12 +314,21 @@ TimeComparison compare_times(const std::vector<double>& head, const std::vector<
                  " (smallest possible p " + format_p_value(out.test.min_p) + ")";
     return out;
   }
-  if (!out.ratio.ratio) {
-    out.reason = "a time is not positive: no ratio";
-    return out;
+  std::string estimate;
+  std::optional<double> effect = out.ratio.ratio;
+  if (effect) {
+    estimate = "ratio " + format_ratio_estimate(out.ratio);
+  } else {
+    effect = median_ratio(head, base);  // a time of 0: the medians say how far apart
+    if (!effect) {
+      out.reason = "a time is not a number >= 0: no ratio";
+      return out;
+    }
+    estimate = std::isinf(*effect) ? "from 0 to a median of " + format_number(median_of(head)) +
+                                         " ns"
+                                   : "ratio of medians " + fixed(*effect, 3);
   }
-  const double ratio = *out.ratio.ratio;
-  const std::string estimate = "ratio " + format_ratio_estimate(out.ratio);
+  const double ratio = *effect;
   const std::string limit = fixed(options.max_ratio, 2);
   if (out.test.p_greater < options.alpha && ratio > options.max_ratio) {
     out.verdict = TimeVerdict::Regression;
@@ -267,6 +346,7 @@ TimeComparison compare_times(const std::vector<double>& head, const std::vector<
                  (p < options.alpha ? ": significant but within " + limit + "x"
                                     : ": not significant");
   }
+  if (between_runs) check_between_runs(out, head, base, options, *between_runs);
   return out;
 }
 

@@ -62,7 +62,19 @@ struct TimeTestOptions {
   double alpha = 0.01;      // significance of each one-sided test
   double max_ratio = 1.10;  // slower than this (Hodges-Lehmann ratio) and significant: regression
   size_t min_samples = 10;  // per side, else inconclusive
+  // Between two runs: fresh processes per side (bench --repetitions), else inconclusive.
+  size_t min_processes = 3;
 };
+
+// The fresh processes whose steps make up each side's samples (VariantResult::processes), for a
+// comparison between two runs.
+struct ProcessCounts {
+  size_t head = 1;
+  size_t base = 1;
+};
+
+// The median of each process's part of `samples` (`processes` consecutive, equal parts).
+std::vector<double> process_medians(const std::vector<double>& samples, size_t processes);
 
 struct TimeComparison {
   TimeVerdict verdict = TimeVerdict::Inconclusive;
@@ -75,8 +87,18 @@ struct TimeComparison {
 // Improvement: head is faster with p_less < alpha and the ratio is below 1 / max_ratio.
 // Inconclusive: fewer than min_samples on a side, or these sizes cannot reach p < alpha.
 // Unchanged otherwise (a significant change smaller than max_ratio is unchanged, said in reason).
+// The ratio is the Hodges-Lehmann estimate; where a time is 0 (a wait that rose from nothing),
+// the ratio of the medians, infinite from a median of 0.
+//
+// `between_runs` (head and base are two runs, not two variants of one): the steps of one process
+// share its memory layout, clocks and caches, so they cannot show how far a second process of the
+// same code lands (seen here: +66 % between two runs of one build, every step of one slower). A
+// regression or improvement then also needs at least min_processes processes a side, and every
+// process of head beyond every process of base by more than max_ratio (the medians of their
+// steps); else it is inconclusive, and the reason gives the processes' spread.
 TimeComparison compare_times(const std::vector<double>& head, const std::vector<double>& base,
-                             const TimeTestOptions& options);
+                             const TimeTestOptions& options,
+                             const std::optional<ProcessCounts>& between_runs = std::nullopt);
 
 // Why a time verdict of `ratio` (head / base, beyond max_ratio either way) between two runs is the
 // machine's rather than the code's, from the machine probe timed after each step of both

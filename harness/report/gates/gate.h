@@ -45,6 +45,9 @@ struct GateRule {
   // (max_ratio default 1.10, min_samples default 10).
   bool statistical = false;
   double alpha = 0.01;
+  // A statistical Baseline rule: fresh processes each run must have (bench --repetitions) for a
+  // verdict between runs (statistics.h, compare_times); default 3.
+  std::optional<int64_t> min_processes;
 };
 
 struct GateFile {

@@ -232,7 +232,16 @@ class VariantCheck {
     options.alpha = rule_.alpha;
     options.max_ratio = rule_.max_ratio;
     options.min_samples = static_cast<size_t>(rule_.min_samples.value_or(10));
-    const TimeComparison c = compare_times(*head, *base, options);
+    options.min_processes = static_cast<size_t>(rule_.min_processes.value_or(3));
+    // Between runs, as bench compare: the processes of both sides must be apart too.
+    std::optional<ProcessCounts> between_runs;
+    if (rule_.kind == RuleKind::Baseline) {
+      const ScenarioResult* s = find_scenario(*baseline_, scenario_.name);
+      const VariantResult* v = s ? find_variant(*s, variant_.name) : nullptr;
+      between_runs = ProcessCounts{static_cast<size_t>(variant_.processes),
+                                   static_cast<size_t>(v ? v->processes : 1)};
+    }
+    const TimeComparison c = compare_times(*head, *base, options, between_runs);
     if (c.ratio.ratio) out.actual = c.ratio.ratio;
     out.allowed = "not slower than " + format_ratio(rule_.max_ratio) + " x " + of +
                   " at p < " + format_number(rule_.alpha);

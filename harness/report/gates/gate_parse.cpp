@@ -18,7 +18,7 @@ const std::set<std::string> kTopLevelKeys = {"gate_version", "description", "rul
 const std::set<std::string> kRuleKeys = {"name",     "scenario", "variant",     "metric",
                                          "max",      "min",      "relative_to", "max_ratio",
                                          "baseline", "equals",   "min_samples", "test",
-                                         "alpha"};
+                                         "alpha",    "min_processes"};
 constexpr const char* kMannWhitney = "mann_whitney_u";
 
 std::string join(const std::set<std::string>& names) {
@@ -87,6 +87,7 @@ class RuleParser {
       out_.statistical = true;
     }
     const std::optional<double> alpha = number("alpha");
+    out_.min_processes = positive_integer("min_processes");
 
     if (baseline == false) fail("'baseline' must be true when given");
     std::vector<std::pair<const char*, RuleKind>> kinds;
@@ -118,6 +119,9 @@ class RuleParser {
       if (!out_.statistical) fail("'alpha' applies only to rules with a 'test'");
       if (!(*alpha > 0 && *alpha < 1)) fail("'alpha' must be in (0, 1), got " + rule_["alpha"].dump());
       out_.alpha = *alpha;
+    }
+    if (out_.min_processes && !(out_.statistical && out_.kind == RuleKind::Baseline)) {
+      fail("'min_processes' applies only to a 'test' with 'baseline': true (between two runs)");
     }
     if (max_ratio) {
       if (out_.kind != RuleKind::Relative && out_.kind != RuleKind::Baseline) {

@@ -111,6 +111,7 @@ ReportJson variant_json(const VariantResult& v, MeasurementWriter& writer) {
     ReportJson& list = samples[name] = ReportJson::array();
     for (double x : values) list.push_back(value_json(x));
   }
+  if (v.processes != 1) out["processes"] = v.processes;
   out["correctness"] = {{"checked", v.correctness.checked},
                         {"passed", v.correctness.passed},
                         {"detail", v.correctness.detail}};

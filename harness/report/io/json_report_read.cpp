@@ -252,6 +252,10 @@ VariantResult read_variant(const Node& v, const MeasurementReader& reader) {
       });
     });
   }
+  if (auto n = v.find("processes")) {  // since 1.8.0; absent: one process
+    out.processes = n->integer();
+    if (out.processes < 1) n->fail("expected a number of processes >= 1");
+  }
   if (auto c = v.find("correctness")) {
     out.correctness = {opt_bool(*c, "checked"), opt_bool(*c, "passed"), opt_string(*c, "detail")};
   }

@@ -87,6 +87,10 @@ struct VariantResult {
   // "step_cpu_time", "step_time_uninstrumented", "phase[<phase>].time" (one per step the phase
   // occurred in). Statistical time rules and `bench compare` test these (see statistics.h).
   std::map<std::string, std::vector<double>> samples;
+  // The fresh processes the samples come from (bench --repetitions N): each series holds their
+  // steps one process after another, in equal parts. A time verdict between two runs needs
+  // several a side (statistics.h: the variation between runs).
+  int64_t processes = 1;
   Correctness correctness;
   std::vector<std::string> warnings;
 };

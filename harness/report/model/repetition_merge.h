@@ -1,0 +1,24 @@
+#pragma once
+// Merging the reports of one bench command run in several fresh processes (bench --repetitions N)
+// into one report, as if one process had measured every step:
+//   - counts, sites, phases and tables: the first process's; a count that differs in another
+//     process (per_step counts, launches by op, outside memory levels) is a report warning, for
+//     counts are meant to be exact;
+//   - samples: every process's steps, one process after another; `processes` says how many, so
+//     that a time verdict between runs can see each process apart (statistics.h);
+//   - timing statistics of a sample series ("step_time.median", "time.max" of a phase...) computed
+//     again over the merged samples; other timing figures (ratios, shares) the mean over
+//     processes;
+//   - a variant that failed in any process failed (its error names the process);
+//   - provenance and warnings: the first process's, plus what the merge found.
+#include <vector>
+
+#include "harness/report/model/result.h"
+
+namespace harness {
+
+// `per_process[k]` is the report of process k. Throws std::invalid_argument when empty, and
+// InputError when the processes ran other scenarios or variants (not one command).
+RunReport merge_repetitions(const std::vector<RunReport>& per_process);
+
+}  // namespace harness
