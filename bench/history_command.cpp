@@ -3,6 +3,7 @@
 #include <iostream>
 
 #include "harness/report/history/show.h"
+#include "harness/report/history/values.h"
 #include "harness/report/io/input_file.h"
 #include "harness/report/io/json_report.h"
 
@@ -25,11 +26,16 @@ ReadReport read_report(const std::string& path) {
 }  // namespace
 
 ExitCode run_history_add(const HistoryOptions& o) {
-  // Every report is read and checked before the database is opened for writing.
+  // Every report is read and checked, its labels and values, before the database is opened for
+  // writing: a refused one leaves nothing written, not even a new file.
   std::vector<ReadReport> reports;
   for (const std::string& path : o.reports) reports.push_back(read_report(path));
   history::RunLabels labels = o.labels;
   labels.date = history::utc_date(labels.date);
+  for (const ReadReport& r : reports) {
+    history::run_of(r.report, labels, r.path);
+    history::check_report_values(r.report, r.path);
+  }
   history::Store store(o.db, /*writable=*/true);
   for (const ReadReport& r : reports) {
     const history::Store::Added added = store.add(r.report, r.identity, labels, r.path);
@@ -50,7 +56,7 @@ ExitCode run_history_check(const HistoryOptions& o) {
   }
   history::SeriesFilter of_variants = o.filter;  // every site of the variants checked
   of_variants.metric_glob.clear();
-  const std::vector<history::Series> sites = store.series(of_variants, /*sites=*/true);
+  const std::vector<history::Series> sites = store.series(of_variants, history::SeriesSet::Sites);
   const history::CheckResult result =
       history::check_history(series, store.run_count(), o.check, sites);
   if (o.format == "json") {

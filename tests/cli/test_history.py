@@ -8,6 +8,7 @@ import copy
 import hashlib
 import json
 import os
+import shutil
 import sqlite3
 import subprocess
 import tempfile
@@ -32,6 +33,11 @@ def variant(report, name):
 def digest(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
 
 
 def write_json(path, doc):
@@ -222,7 +228,7 @@ class History(unittest.TestCase):
         j = json.loads(bench("history", "show", "--db", db, "--format", "json").stdout)
         self.assertEqual(j["runs"], 8)  # the four added twice are there once
         con = sqlite3.connect(db)
-        self.assertEqual(con.execute("PRAGMA journal_mode").fetchone()[0], "wal")
+        self.assertEqual(con.execute("PRAGMA journal_mode").fetchone()[0], "delete")
         self.assertEqual(con.execute("PRAGMA integrity_check").fetchone()[0], "ok")
         con.close()
 
@@ -300,6 +306,126 @@ class History(unittest.TestCase):
         r = subprocess.run(["bash", CI_SCRIPT, self.path("ci_bad")], capture_output=True,
                            text=True, env=env, timeout=600, stdin=subprocess.DEVNULL)
         self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+
+
+class HistoryInputs(unittest.TestCase):
+    """Database paths and report values a history cannot take: exit 2 at once, naming them,
+    nothing written."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory()
+        cls.report = os.path.join(cls.tmp.name, "base.json")
+        r = bench("-s", "resume_adam", "-d", "sim", "-v", "fresh/foreach", "--steps", "5",
+                  "--quiet", "-o", cls.report)
+        assert r.returncode == 0, r.stdout + r.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.tmp.cleanup()
+
+    def path(self, name):
+        return os.path.join(self.tmp.name, name)
+
+    def test_a_fifo_as_database_exits_2_at_once(self):
+        fifo = self.path("history.fifo")
+        os.mkfifo(fifo)
+        for args in (["check"], ["show"], ["add", self.report]):
+            r = bench("history", *args, "--db", fifo)  # would block forever on open
+            self.assertEqual(r.returncode, 2, (args, r.stdout, r.stderr))
+            self.assertIn(f"history database '{fifo}' is a FIFO", r.stderr)
+        r = bench("history", "check", "--db", "/dev/null")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("is a device", r.stderr)
+
+    def test_reading_writes_nothing_and_works_in_a_read_only_directory(self):
+        folder = self.path("ro")
+        os.mkdir(folder)
+        db = os.path.join(folder, "history.db")
+        self.assertEqual(bench("history", "add", self.report, "--db", db).returncode, 0)
+        # An older bench's history, in WAL mode.
+        old = os.path.join(folder, "wal.db")
+        self.assertEqual(bench("history", "add", self.report, "--db", old).returncode, 0)
+        con = sqlite3.connect(old)
+        self.assertEqual(con.execute("PRAGMA journal_mode = WAL").fetchone()[0], "wal")
+        con.close()
+        before = digest(db)
+        for args in (["check"], ["show"], ["show", "--format", "json"]):
+            r = bench("history", *args, "--db", db)
+            self.assertEqual(r.returncode, 0, (args, r.stderr))
+        self.assertEqual(sorted(os.listdir(folder)), ["history.db", "wal.db"])
+        self.assertEqual(digest(db), before)
+        os.chmod(self.tmp.name, 0o755)  # another user may reach the folder, not write to it
+        os.chmod(folder, 0o555)
+        try:
+            for target in (db, old):
+                for args in (["check"], ["show"]):
+                    r = bench_as_other_user("history", *args, "--db", target)
+                    if r is None:
+                        self.skipTest("runs as root without setpriv: a read-only directory is not")
+                    self.assertEqual(r.returncode, 0, (target, args, r.stderr))
+                    self.assertIn("1 runs", r.stdout)
+            self.assertEqual(sorted(os.listdir(folder)), ["history.db", "wal.db"])
+        finally:
+            os.chmod(folder, 0o755)
+        # The next add turns the old history to the rollback journal.
+        self.assertEqual(bench("history", "add", self.report, "--db", old, "--commit", "x").returncode, 0)
+        con = sqlite3.connect(old)
+        self.assertEqual(con.execute("PRAGMA journal_mode").fetchone()[0], "delete")
+        con.close()
+
+    def refused(self, doc, *labels):
+        """`history add` of `doc` with `labels`: exit 2, nothing written (an existing history
+        unchanged, a new one not made); returns the message."""
+        report = self.path("bad.json")
+        write_json(report, doc)
+        existing = self.path("existing.db")
+        if not os.path.exists(existing):
+            self.assertEqual(bench("history", "add", self.report, "--db", existing).returncode, 0)
+        before = digest(existing)
+        new = self.path("new.db")
+        for db in (existing, new):
+            r = bench("history", "add", report, "--db", db, *labels)
+            self.assertEqual(r.returncode, 2, (labels, r.stdout, r.stderr))
+        self.assertEqual(digest(existing), before)
+        self.assertFalse(os.path.exists(new))
+        return r.stderr
+
+    def test_values_that_cannot_be_exit_2_naming_them(self):
+        base = read_json(self.report)
+        doc = copy.deepcopy(base)
+        variant(doc, "fresh/foreach")["per_step"]["sync.count"] = -3
+        self.assertIn("resume_adam fresh/foreach per_step.sync.count = -3 is negative",
+                      self.refused(doc))
+        doc = copy.deepcopy(base)
+        variant(doc, "fresh/foreach")["timing"]["step_time.median"] = 1e200
+        self.assertIn("fresh/foreach timing.step_time.median = 1e+200 is beyond any time",
+                      self.refused(doc))
+        self.assertIn("date '2026-02-30' is not a date that exists",
+                      self.refused(base, "--date", "2026-02-30"))
+        self.assertIn("commit 'abc\\x0a  REGRESSION forged' of report",
+                      self.refused(base, "--commit", "abc\n  REGRESSION forged"))
+        self.assertIn("branch 'main\\x1b[2J' of report", self.refused(base, "--branch", "main\x1b[2J"))
+        doc = copy.deepcopy(base)
+        doc["provenance"]["git_sha"] = "abc\rdef"
+        self.assertIn("commit 'abc\\x0ddef'", self.refused(doc))
+        doc = copy.deepcopy(base)
+        doc["scenarios"][0]["variants"].append(copy.deepcopy(variant(doc, "fresh/foreach")))
+        self.assertIn("holds variant 'fresh/foreach' of scenario 'resume_adam' twice",
+                      self.refused(doc))
+
+
+def bench_as_other_user(*args):
+    """bench run as a user that the directory permissions bind (root is not bound): nobody,
+    where this runs as root; None where that cannot be done."""
+    if os.geteuid() != 0:
+        return bench(*args)
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return None
+    return subprocess.run([setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", BENCH,
+                           *args], capture_output=True, text=True, timeout=600,
+                          stdin=subprocess.DEVNULL)
 
 
 if __name__ == "__main__":

@@ -3,15 +3,15 @@
 
 #include <sqlite3.h>
 
-#include <cctype>
 #include <cstdio>
-#include <ctime>
 #include <fstream>
 #include <set>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "harness/errors.h"
 #include "harness/report/compare/site_diff.h"
+#include "harness/report/history/values.h"
 #include "harness/report/model/pattern.h"
 
 namespace harness::history {
@@ -105,62 +105,61 @@ class Statement {
   std::string path_;
 };
 
-// The first 16 bytes of every SQLite database file.
-bool has_sqlite_header(const std::string& path) {
+// The first 100 bytes of an SQLite database file: its header; empty when shorter.
+std::string sqlite_header(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  char magic[16] = {};
-  in.read(magic, sizeof magic);
-  return in.gcount() == 16 && std::string(magic, 16) == std::string("SQLite format 3\0", 16);
+  char header[100] = {};
+  in.read(header, sizeof header);
+  return in.gcount() == sizeof header ? std::string(header, sizeof header) : std::string();
+}
+
+bool has_sqlite_header(const std::string& header) {
+  return header.compare(0, 16, std::string("SQLite format 3\0", 16)) == 0;
+}
+
+// Journalled in WAL mode: the header's read and write versions are 2.
+bool in_wal_mode(const std::string& header) { return header.size() > 19 && header[18] == 2; }
+
+// Why a path that exists cannot be a history database, or "".
+std::string not_a_database_file(mode_t mode) {
+  if (S_ISDIR(mode)) return "is a directory";
+  if (S_ISFIFO(mode)) return "is a FIFO";
+  if (S_ISCHR(mode) || S_ISBLK(mode)) return "is a device";
+  if (S_ISSOCK(mode)) return "is a socket";
+  if (!S_ISREG(mode)) return "is not a regular file";
+  return "";
+}
+
+// The directory a file lies in.
+std::string directory_of(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+}
+
+off_t size_or_zero(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : 0;
+}
+
+// An SQLite URI of `path` that reads it as immutable: no locks, no side files.
+std::string immutable_uri(const std::string& path) {
+  std::string out = "file:";
+  for (const char c : path) {
+    if (c == '%' || c == '?' || c == '#') {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(c));
+      out += hex;
+    } else {
+      out += c;
+    }
+  }
+  return out + "?immutable=1";
 }
 
 }  // namespace
 
-std::string utc_date(const std::string& iso) {
-  if (iso.empty()) return iso;
-  int y = 0, mo = 0, d = 0, h = 0, mi = 0, sec = 0, used = 0;
-  const char* text = iso.c_str();
-  const int fields = std::sscanf(text, "%4d-%2d-%2d%n", &y, &mo, &d, &used);
-  auto bad = [&]() -> InputError {
-    return InputError("date '" + iso + "' is not ISO 8601 (YYYY-MM-DD[THH:MM[:SS]][Z|+HH:MM])");
-  };
-  if (fields != 3 || used != 10 || mo < 1 || mo > 12 || d < 1 || d > 31) throw bad();
-  size_t pos = 10;
-  int offset_min = 0;
-  if (pos < iso.size() && (iso[pos] == 'T' || iso[pos] == ' ')) {
-    int n = 0;
-    if (std::sscanf(text + pos + 1, "%2d:%2d%n", &h, &mi, &n) != 2 || n != 5) throw bad();
-    pos += 6;
-    if (pos < iso.size() && iso[pos] == ':') {
-      if (std::sscanf(text + pos + 1, "%2d%n", &sec, &n) != 1 || n != 2) throw bad();
-      pos += 3;
-      if (pos < iso.size() && iso[pos] == '.') {  // fractions of a second are dropped
-        ++pos;
-        while (pos < iso.size() && std::isdigit(static_cast<unsigned char>(iso[pos]))) ++pos;
-      }
-    }
-    if (pos < iso.size() && iso[pos] == 'Z') {
-      ++pos;
-    } else if (pos < iso.size() && (iso[pos] == '+' || iso[pos] == '-')) {
-      int oh = 0, om = 0;
-      if (std::sscanf(text + pos + 1, "%2d:%2d%n", &oh, &om, &n) != 2 || n != 5) throw bad();
-      offset_min = (iso[pos] == '-' ? -1 : 1) * (oh * 60 + om);
-      pos += 6;
-    }
-  }
-  if (pos != iso.size() || h > 23 || mi > 59 || sec > 60) throw bad();
-  std::tm tm{};
-  tm.tm_year = y - 1900;
-  tm.tm_mon = mo - 1;
-  tm.tm_mday = d;
-  tm.tm_hour = h;
-  tm.tm_min = mi;
-  tm.tm_sec = sec;
-  const std::time_t t = timegm(&tm) - static_cast<std::time_t>(offset_min) * 60;
-  std::tm utc{};
-  gmtime_r(&t, &utc);
-  char out[32];
-  std::strftime(out, sizeof out, "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return out;
+bool is_machine_metric(const std::string& metric) {
+  return metric == kMachineProbeMetric || metric == kCpuWaitMetric;
 }
 
 const char* to_string(MetricKind kind) { return kind == MetricKind::Count ? "count" : "time"; }
@@ -176,8 +175,11 @@ std::vector<HistoryMetric> history_metrics(const VariantResult& variant) {
     if (starts(m.name, "memory.")) out.push_back({"total." + m.name, m.unit, MetricKind::Count, m.value});
   }
   for (const Measurement& m : variant.timing) {
-    if (m.name == "step_time.median" || m.name == "step_cpu_time.median") {
-      out.push_back({"timing." + m.name, "ns", MetricKind::Time, m.value});
+    const std::string path = "timing." + m.name;
+    if (m.name == "step_time.median" || m.name == "step_cpu_time.median" || path == kMachineProbeMetric) {
+      out.push_back({path, "ns", MetricKind::Time, m.value});
+    } else if (path == kCpuWaitMetric) {
+      out.push_back({path, "ratio", MetricKind::Time, m.value});
     }
   }
   for (const SiteRow& r : site_rows(variant)) {
@@ -202,61 +204,83 @@ std::string report_identity(const std::string& compact_json) {
 Store::Store(const std::string& path, bool writable) : path_(path) {
   struct stat st {};
   const bool exists = ::stat(path.c_str(), &st) == 0;
-  if (exists && S_ISDIR(st.st_mode)) throw InputError("history database '" + path + "' is a directory");
+  const std::string not_file = exists ? not_a_database_file(st.st_mode) : "";
+  if (!not_file.empty()) throw InputError("history database '" + path + "' " + not_file);
   if (!exists && !writable) {
     throw InputError("history database '" + path + "' does not exist (bench history add makes it)");
   }
   // Checked before SQLite opens it for writing: nothing is written to a file that is not one.
-  if (exists && st.st_size > 0 && !has_sqlite_header(path)) {
+  if (exists && st.st_size > 0 && !has_sqlite_header(sqlite_header(path))) {
     throw InputError("'" + path + "' is not a bench history database (not an SQLite file)");
   }
-  const int flags = writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
-  if (sqlite3_open_v2(path.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
-    const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
-    sqlite3_close(db_);
-    db_ = nullptr;
-    throw InputError("cannot open history database '" + path + "': " + why);
-  }
-  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+  open(writable);
   try {
-    // Reads only, until the file is known to be ours; in one read transaction, so that a writer
-    // creating the schema at the same time is seen either not at all or whole.
-    Statement(db_, "BEGIN", path_).run();
-    int64_t app = 0, schema = 0, objects = 0;
-    try {
-      app = single_integer("PRAGMA application_id");
-      schema = single_integer("PRAGMA user_version");
-      objects = single_integer("SELECT count(*) FROM sqlite_schema");
-    } catch (...) {
-      sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
-      throw;
-    }
-    Statement(db_, "COMMIT", path_).run();
-    if (app == 0 && objects == 0) {
-      if (!writable) throw InputError("history database '" + path + "' is empty");
-      create_schema_if_empty();
-    } else if (app != kHistoryApplicationId) {
-      throw InputError("'" + path + "' is not a bench history database (an SQLite database of "
-                       "another application)");
-    } else if (schema != kHistorySchemaVersion) {
-      throw InputError("history database '" + path + "' has schema version " +
-                       std::to_string(schema) + "; this bench reads version " +
-                       std::to_string(kHistorySchemaVersion));
-    }
-    if (writable) {
-      std::string verdict;
-      {
-        Statement check(db_, "PRAGMA quick_check", path_);
-        if (check.step()) verdict = check.text(0);
-      }
-      if (verdict != "ok") throw InputError("history database '" + path + "' is corrupt: " + verdict);
-      Statement(db_, "PRAGMA journal_mode = WAL", path_).run();
-    }
+    check_ours(writable);
   } catch (...) {
     sqlite3_close(db_);
     db_ = nullptr;
     throw;
   }
+}
+
+void Store::open(bool writable) {
+  std::string name = path_;
+  int flags = writable ? SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE : SQLITE_OPEN_READONLY;
+  // A reader of a history an older bench left in WAL mode needs its -shm file, made beside it;
+  // where it cannot be made, the database file alone is the history when its WAL holds nothing.
+  if (!writable && in_wal_mode(sqlite_header(path_)) && ::access((path_ + "-shm").c_str(), F_OK) != 0 &&
+      ::access(directory_of(path_).c_str(), W_OK) != 0) {
+    if (size_or_zero(path_ + "-wal") > 0) {
+      throw InputError("history database '" + path_ + "' has writes in its WAL file that cannot be "
+                       "read from this read-only directory (bench history add there applies them)");
+    }
+    name = immutable_uri(path_);
+    flags |= SQLITE_OPEN_URI;
+  }
+  if (sqlite3_open_v2(name.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
+    const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
+    sqlite3_close(db_);
+    db_ = nullptr;
+    throw InputError("cannot open history database '" + path_ + "': " + why);
+  }
+  sqlite3_busy_timeout(db_, kBusyTimeoutMs);
+}
+
+void Store::check_ours(bool writable) {
+  // Reads only, until the file is known to be ours; in one read transaction, so that a writer
+  // creating the schema at the same time is seen either not at all or whole.
+  Statement(db_, "BEGIN", path_).run();
+  int64_t app = 0, schema = 0, objects = 0;
+  try {
+    app = single_integer("PRAGMA application_id");
+    schema = single_integer("PRAGMA user_version");
+    objects = single_integer("SELECT count(*) FROM sqlite_schema");
+  } catch (...) {
+    sqlite3_exec(db_, "ROLLBACK", nullptr, nullptr, nullptr);
+    throw;
+  }
+  Statement(db_, "COMMIT", path_).run();
+  if (app == 0 && objects == 0) {
+    if (!writable) throw InputError("history database '" + path_ + "' is empty");
+    create_schema_if_empty();
+  } else if (app != kHistoryApplicationId) {
+    throw InputError("'" + path_ + "' is not a bench history database (an SQLite database of "
+                     "another application)");
+  } else if (schema != kHistorySchemaVersion) {
+    throw InputError("history database '" + path_ + "' has schema version " +
+                     std::to_string(schema) + "; this bench reads version " +
+                     std::to_string(kHistorySchemaVersion));
+  }
+  if (!writable) return;
+  std::string verdict;
+  {
+    Statement check(db_, "PRAGMA quick_check", path_);
+    if (check.step()) verdict = check.text(0);
+  }
+  if (verdict != "ok") throw InputError("history database '" + path_ + "' is corrupt: " + verdict);
+  // The rollback journal (a history written in WAL mode by an older bench is turned back; while
+  // another connection holds it, SQLite refuses, and a later add does it).
+  sqlite3_exec(db_, "PRAGMA journal_mode = DELETE", nullptr, nullptr, nullptr);
 }
 
 Store::~Store() { sqlite3_close(db_); }
@@ -287,15 +311,8 @@ Store::Added Store::add(const RunReport& report, const std::string& identity,
                         const RunLabels& labels, const std::string& source) {
   const Provenance& p = report.provenance;
   Added out;
-  out.run.commit = labels.commit.empty() ? p.git_sha : labels.commit;
-  out.run.branch = labels.branch;
-  out.run.date = utc_date(labels.date.empty() ? p.started_at : labels.date);
-  if (out.run.commit.empty()) {
-    throw InputError("report '" + source + "' names no commit (no git sha in its provenance): give --commit");
-  }
-  if (out.run.date.empty()) {
-    throw InputError("report '" + source + "' has no start time in its provenance: give --date");
-  }
+  out.run = run_of(report, labels, source);
+  check_report_values(report, source);
   Statement(db_, "BEGIN IMMEDIATE", path_).run();
   try {
     bool found = false;
@@ -355,7 +372,7 @@ int64_t Store::single_integer(const std::string& sql) const {
 
 size_t Store::run_count() const { return static_cast<size_t>(single_integer("SELECT count(*) FROM runs")); }
 
-std::vector<Series> Store::series(const SeriesFilter& filter, bool sites) const {
+std::vector<Series> Store::series(const SeriesFilter& filter, SeriesSet set) const {
   Statement rows(db_,
                  "SELECT m.scenario, m.variant, m.metric, m.unit, m.kind, m.value, r.id, "
                  "r.commit_sha, r.branch, r.date FROM metrics m JOIN runs r ON r.id = m.run_id "
@@ -366,7 +383,10 @@ std::vector<Series> Store::series(const SeriesFilter& filter, bool sites) const 
   std::vector<Series> out;
   while (rows.step()) {
     const std::string scenario = rows.text(0), variant = rows.text(1), metric = rows.text(2);
-    if (starts(metric, kSiteSeriesPrefix) != sites) continue;
+    const SeriesSet of = starts(metric, kSiteSeriesPrefix) ? SeriesSet::Sites
+                         : is_machine_metric(metric)        ? SeriesSet::Machine
+                                                            : SeriesSet::Judged;
+    if (of != set) continue;
     if (!filter.metric_glob.empty() && !glob_match(filter.metric_glob, metric) &&
         !glob_match(filter.metric_glob, metric.substr(metric.find('.') + 1))) {
       continue;

@@ -7,9 +7,13 @@
 // and its median step times (noisy: change points decide). Host memory levels are left out: they
 // vary from run to run of one build.
 //
-// A file that is not a history database (not SQLite, corrupt, or another application's) is an
-// InputError and is never written: it is checked before the first write. Writers are safe side by
-// side: WAL journal, a busy timeout, one immediate transaction per add.
+// A file that is not a history database (not SQLite, corrupt, or another application's, a FIFO or
+// a device) is an InputError and is never written: it is checked before the first write, and
+// without blocking. Writers are safe side by side: a busy timeout, one immediate transaction per
+// add. The journal is SQLite's rollback journal, so that a reader only reads: no side files, and
+// a history in a read-only directory can be read (a history that an older bench left in WAL mode
+// is turned back by its next add; until then, where its side files cannot be made, it is read as
+// immutable when its WAL holds nothing).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -60,6 +64,20 @@ struct Series {
 // names the lines a count change came with. They are not series of their own to judge or show.
 inline constexpr const char* kSiteSeriesPrefix = "sites.";
 
+// The machine's state during each variant, from its report (report schema 1.4 and 1.6): the
+// median of its machine probe and the share of time its threads waited for a CPU. `check` reads
+// them to tell a step time the machine explains from the code's; not series to judge or show.
+inline constexpr const char* kMachineProbeMetric = "timing.machine_probe.median";
+inline constexpr const char* kCpuWaitMetric = "timing.cpu_wait.share";
+bool is_machine_metric(const std::string& metric);
+
+// Which series Store::series reads.
+enum class SeriesSet {
+  Judged,   // the metrics check and show judge
+  Sites,    // kSiteSeriesPrefix
+  Machine,  // kMachineProbeMetric, kCpuWaitMetric
+};
+
 struct SeriesFilter {
   std::string scenario;     // empty: all
   std::string metric_glob;  // empty: all (pattern.h's glob)
@@ -90,23 +108,21 @@ class Store {
     Run run;
   };
   // Adds the report as one run; `identity` names the report's content (see report_identity).
+  // Throws InputError, writing nothing, when a value cannot be (values.h).
   Added add(const RunReport& report, const std::string& identity, const RunLabels& labels,
             const std::string& source);
 
   size_t run_count() const;
-  // The metrics' series; with `sites`, the sites' series instead (kSiteSeriesPrefix).
-  std::vector<Series> series(const SeriesFilter& filter, bool sites = false) const;
+  std::vector<Series> series(const SeriesFilter& filter, SeriesSet set = SeriesSet::Judged) const;
 
  private:
+  void open(bool writable);
+  void check_ours(bool writable);
   void create_schema_if_empty();
   int64_t single_integer(const std::string& sql) const;  // the first column of the first row
   std::string path_;
   sqlite3* db_ = nullptr;
 };
-
-// An ISO 8601 date or date-time, with or without a UTC offset, as "YYYY-MM-DDTHH:MM:SSZ" (the
-// form runs are ordered by). Throws InputError when it is not one.
-std::string utc_date(const std::string& iso);
 
 // A report's identity: 64-bit FNV-1a of its compact JSON as hex, so that the same report added
 // twice is recognised however it was indented.
