@@ -200,6 +200,16 @@ HistoryCommands define_history(CLI::App& app, HistoryOptions& o) {
                     "A change in step time smaller than this relative change is dropped")
         ->check(CLI::Range(0.0, 100.0))
         ->capture_default_str();
+    sub->add_option("--fdr", o.check.fdr,
+                    "False discovery rate of step-time changes over all series of the check "
+                    "(Benjamini-Hochberg)")
+        ->check(CLI::Range(1e-12, 0.5))
+        ->capture_default_str();
+    sub->add_option("--min-runs", o.check.min_runs,
+                    "Runs at a new step time, not explained by the machine probe or a wait for "
+                    "a CPU, that a step-time regression needs")
+        ->check(CLI::Range(1, 1000))
+        ->capture_default_str();
     sub->add_option("--window", o.check.change_points.window, "Runs per change-point window")
         ->check(CLI::Range(4, 100000))
         ->capture_default_str();

@@ -57,10 +57,11 @@ ExitCode run_history_check(const HistoryOptions& o) {
   history::SeriesFilter of_variants = o.filter;  // every site of the variants checked
   of_variants.metric_glob.clear();
   const std::vector<history::Series> sites = store.series(of_variants, history::SeriesSet::Sites);
+  const std::vector<history::Series> machine = store.series(of_variants, history::SeriesSet::Machine);
   const history::CheckResult result =
-      history::check_history(series, store.run_count(), o.check, sites);
+      history::check_history(series, store.run_count(), o.check, sites, machine);
   if (o.format == "json") {
-    ReportJson out = history::show_json(series, result.runs, o.check, sites);
+    ReportJson out = history::show_json(series, result.runs, o.check, sites, machine);
     out["failed"] = result.failed();
     std::cout << out.dump(2) << "\n";
   } else {
@@ -73,14 +74,17 @@ ExitCode run_history_show(const HistoryOptions& o) {
   check_writable_destination(o.out, "--out");
   const history::Store store(o.db, /*writable=*/false);
   const std::vector<history::Series> series = store.series(o.filter);
+  history::SeriesFilter of_variants = o.filter;
+  of_variants.metric_glob.clear();
+  const std::vector<history::Series> machine = store.series(of_variants, history::SeriesSet::Machine);
   const size_t runs = store.run_count();
   std::string text;
   if (o.format == "json") {
-    text = history::show_json(series, runs, o.check).dump(2) + "\n";
+    text = history::show_json(series, runs, o.check, {}, machine).dump(2) + "\n";
   } else if (o.format == "html") {
-    text = history::show_html(series, runs, o.check, o.db);
+    text = history::show_html(series, runs, o.check, o.db, machine);
   } else {
-    text = history::show_text(series, runs, o.check);
+    text = history::show_text(series, runs, o.check, machine);
   }
   if (o.out.empty()) {
     std::cout << text << std::flush;

@@ -1,13 +1,16 @@
 // Findings along the history's series (see check.h).
 #include "harness/report/history/check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
 
 #include "harness/report/compare/site_diff.h"
 #include "harness/report/compare/statistics.h"
+#include "harness/report/history/significance.h"
 #include "harness/report/history/store.h"
+#include "harness/report/history/values.h"
 #include "harness/report/text/format.h"
 
 namespace harness::history {
@@ -119,6 +122,72 @@ std::vector<std::string> changed_sites(const Series& series, const Finding& f,
   return out;
 }
 
+// A time change point `p` whose new segment is `seg`, as a finding. The runs just before it of the
+// commit of its first run decide whose it is: at the old level, the machine's (within one build);
+// at the new level, E-Divisive placed it a little late, and it moves to that commit's first run.
+Finding time_finding(const Series& series, const std::vector<size_t>& at,
+                     const std::vector<double>& values, const ChangePoint& p, Segments seg,
+                     const CheckOptions& options, const std::vector<Series>& machine) {
+  auto commit_of = [&](size_t k) -> const std::string& { return series.points[at[k]].run.commit; };
+  const std::string& commit = commit_of(seg.begin);
+  size_t first = seg.begin;
+  while (!commit.empty() && first > 0 && commit_of(first - 1) == commit) --first;
+  bool within_one_build = false;
+  if (first < seg.begin) {
+    double sum = 0;
+    for (size_t k = first; k < seg.begin; ++k) sum += values[k];
+    const double earlier = sum / static_cast<double>(seg.begin - first);
+    if (std::fabs(earlier - p.mean_before) <= std::fabs(earlier - p.mean_after)) {
+      within_one_build = true;  // the same build, measured at both levels
+    } else {
+      seg.begin = first;
+      seg.from = std::min(seg.from, first);
+    }
+  }
+  Finding f = finding_at(series, at[seg.begin], p.mean_before, p.mean_after, options);
+  f.within_one_build = within_one_build;
+  const NewLevel level = judge_new_level(series, at, values, seg, machine);
+  f.runs_at_new_level = level.runs;
+  f.confirming_runs = level.confirming;
+  f.machine = level.machine;
+  f.persists = level.confirming >= options.min_runs;
+  return f;
+}
+
+size_t time_change_count(const std::vector<std::vector<Finding>>& findings) {
+  size_t n = 0;
+  for (const std::vector<Finding>& list : findings) {
+    for (const Finding& f : list) n += f.pvalue.has_value();
+  }
+  return n;
+}
+
+// Benjamini-Hochberg's cutoff over the p-values of every time series' change points; a time
+// series without one counts as one test.
+std::optional<double> correction_cutoff(const std::vector<Series>& series,
+                                        const std::vector<std::vector<Finding>>& findings,
+                                        double fdr) {
+  std::vector<double> pvalues;
+  size_t tests = 0;
+  for (size_t i = 0; i < series.size(); ++i) {
+    if (series[i].kind != MetricKind::Time) continue;
+    size_t tested = 0;
+    for (const Finding& f : findings[i]) {
+      if (f.pvalue) pvalues.push_back(*f.pvalue), ++tested;
+    }
+    tests += std::max<size_t>(1, tested);
+  }
+  return benjamini_hochberg_cutoff(pvalues, tests, fdr);
+}
+
+// Whether a change point of `findings` is not kept at `cutoff`.
+bool above(const std::vector<Finding>& findings, const std::optional<double>& cutoff) {
+  for (const Finding& f : findings) {
+    if (f.pvalue && (!cutoff || *f.pvalue > *cutoff)) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::vector<std::string> finding_sites(const Series& series, const Finding& finding,
@@ -129,7 +198,8 @@ std::vector<std::string> finding_sites(const Series& series, const Finding& find
 
 double Finding::relative_change() const { return before == 0 ? 0 : after / before - 1; }
 
-std::vector<Finding> series_findings(const Series& series, const CheckOptions& options) {
+std::vector<Finding> series_findings(const Series& series, const CheckOptions& options,
+                                     const std::vector<Series>& machine) {
   std::vector<Finding> out;
   // Measured points only (a null is a run that did not measure it).
   std::vector<size_t> at;
@@ -149,29 +219,43 @@ std::vector<Finding> series_findings(const Series& series, const CheckOptions& o
     }
     return out;
   }
-  auto commit_of = [&](size_t k) -> const std::string& { return series.points[at[k]].run.commit; };
-  for (const ChangePoint& p : find_change_points(values, options.change_points)) {
-    // The runs just before the change that are of the same commit as its first run.
-    const std::string& commit = commit_of(p.index);
-    size_t first = p.index;
-    while (!commit.empty() && first > 0 && commit_of(first - 1) == commit) --first;
-    size_t index = p.index;
-    bool within_one_build = false;
-    if (first < p.index) {
-      double sum = 0;
-      for (size_t k = first; k < p.index; ++k) sum += values[k];
-      const double earlier = sum / static_cast<double>(p.index - first);
-      if (std::fabs(earlier - p.mean_before) <= std::fabs(earlier - p.mean_after)) {
-        within_one_build = true;  // the same build, measured at both levels
-      } else {
-        index = first;  // E-Divisive placed it a little late: the build's first run has it
-      }
-    }
-    Finding f = finding_at(series, at[index], p.mean_before, p.mean_after, options);
-    f.within_one_build = within_one_build;
-    if (!std::isnan(p.pvalue)) f.pvalue = p.pvalue;
-    out.push_back(std::move(f));
+  const std::vector<ChangePoint> points = find_change_points(values, options.change_points);
+  for (size_t j = 0; j < points.size(); ++j) {
+    const ChangePoint& p = points[j];
+    const Segments segments{j == 0 ? 0 : points[j - 1].index, p.index,
+                            j + 1 == points.size() ? values.size() : points[j + 1].index};
+    out.push_back(time_finding(series, at, values, p, segments, options, machine));
+    if (!std::isnan(p.pvalue)) out.back().pvalue = p.pvalue;
   }
+  return out;
+}
+
+AllFindings all_findings(const std::vector<Series>& series, const CheckOptions& options,
+                         const std::vector<Series>& machine) {
+  AllFindings out;
+  std::vector<CheckOptions> of_series(series.size(), options);
+  for (size_t i = 0; i < series.size(); ++i) {
+    out.of_series.push_back(series_findings(series[i], options, machine));
+  }
+  const size_t found = time_change_count(out.of_series);
+  // A series with a change point above the cutoff is checked again at the cutoff, so that
+  // Otava's merge re-tests its neighbours; its new p-values then join the next round.
+  for (int round = 0; round < 8; ++round) {
+    const std::optional<double> cutoff = correction_cutoff(series, out.of_series, options.fdr);
+    bool again = false;
+    for (size_t i = 0; i < series.size(); ++i) {
+      if (!above(out.of_series[i], cutoff)) continue;
+      again = true;
+      if (!cutoff) {
+        out.of_series[i].clear();
+        continue;
+      }
+      of_series[i].change_points.max_pvalue = std::nextafter(*cutoff, 1.0);
+      out.of_series[i] = series_findings(series[i], of_series[i], machine);
+    }
+    if (!again) break;
+  }
+  out.dropped = found - std::min(found, time_change_count(out.of_series));
   return out;
 }
 
@@ -183,13 +267,16 @@ bool CheckResult::failed() const {
 }
 
 CheckResult check_history(const std::vector<Series>& series, size_t runs,
-                          const CheckOptions& options, const std::vector<Series>& sites) {
+                          const CheckOptions& options, const std::vector<Series>& sites,
+                          const std::vector<Series>& machine) {
   CheckResult out;
   out.runs = runs;
-  for (const Series& s : series) {
+  AllFindings all = all_findings(series, options, machine);
+  out.time_changes_dropped = all.dropped;
+  for (size_t i = 0; i < series.size(); ++i) {
     ++out.series_checked;
-    for (Finding& f : series_findings(s, options)) {
-      f.sites = finding_sites(s, f, sites);
+    for (Finding& f : all.of_series[i]) {
+      f.sites = finding_sites(series[i], f, sites);
       out.findings.push_back(std::move(f));
     }
   }
@@ -202,12 +289,35 @@ std::string describe(const Finding& f) {
       << (f.kind == MetricKind::Time ? "mean " : "") << number(f.before, f.unit) << " -> "
       << number(f.after, f.unit);
   if (f.before != 0) out << " (" << percent(f.relative_change()) << ")";
-  out << " from commit " << f.run.commit.substr(0, 12);
-  if (!f.run.branch.empty()) out << " on " << f.run.branch;
+  out << " from commit " << escaped(f.run.commit.substr(0, 12));
+  if (!f.run.branch.empty()) out << " on " << escaped(f.run.branch);
   out << " (" << f.run.date << ")";
   if (f.pvalue) out << ", p = " << format_p_value(*f.pvalue);
   return out.str();
 }
+
+namespace {
+
+// A rise of a time that too few runs at the new level show, net of the machine.
+std::string not_persisting(const Finding& f, const CheckOptions& options) {
+  std::ostringstream out;
+  out << "  slower " << describe(f) << ": ";
+  if (f.machine.empty()) {
+    out << "only " << f.runs_at_new_level << " run" << (f.runs_at_new_level == 1 ? "" : "s")
+        << " at the new level, and a step-time regression needs " << options.min_runs
+        << " (--min-runs): not a regression yet\n";
+    return out.str();
+  }
+  out << "the machine explains " << f.machine.size() << " of the " << f.runs_at_new_level
+      << " run" << (f.runs_at_new_level == 1 ? "" : "s") << " at the new level, and a step-time "
+      << "regression needs " << options.min_runs << " it does not (--min-runs): not a regression\n";
+  constexpr size_t kShown = 3;
+  for (size_t i = 0; i < f.machine.size() && i < kShown; ++i) out << "      " << f.machine[i] << "\n";
+  if (f.machine.size() > kShown) out << "      (and " << f.machine.size() - kShown << " more)\n";
+  return out.str();
+}
+
+}  // namespace
 
 std::string check_text(const CheckResult& result, const CheckOptions& options) {
   std::ostringstream out;
@@ -220,6 +330,13 @@ std::string check_text(const CheckResult& result, const CheckOptions& options) {
       << " runs; " << failing << " regression" << (failing == 1 ? "" : "s") << " in the newest "
       << options.since << " runs, " << result.findings.size() - recent << " earlier change"
       << (result.findings.size() - recent == 1 ? "" : "s") << "\n";
+  if (result.time_changes_dropped > 0) {
+    out << "(" << result.time_changes_dropped << " step-time change"
+        << (result.time_changes_dropped == 1 ? "" : "s")
+        << " significant in a series left out: not significant over all series of the check, "
+           "Benjamini-Hochberg at --fdr "
+        << format_number(options.fdr) << ")\n";
+  }
   for (const bool newest : {true, false}) {
     bool header = false;
     for (const Finding& f : result.findings) {
@@ -230,6 +347,10 @@ std::string check_text(const CheckResult& result, const CheckOptions& options) {
         out << "  " << (f.regression ? "slower " : "faster ") << describe(f)
             << ": within one build (its earlier runs are at the old level), so the machine "
                "changed, not the code: not a regression\n";
+        continue;
+      }
+      if (f.regression && !f.persists) {
+        out << not_persisting(f, options);
         continue;
       }
       out << "  " << (f.regression ? (newest ? "REGRESSION " : "regression ") : "improvement ")

@@ -16,11 +16,14 @@ std::string value_text(const std::optional<double>& value, const std::string& un
 
 }  // namespace
 
-std::string show_text(const std::vector<Series>& series, size_t runs, const CheckOptions& options) {
+std::string show_text(const std::vector<Series>& series, size_t runs, const CheckOptions& options,
+                      const std::vector<Series>& machine) {
   std::ostringstream out;
   out << "bench history: " << series.size() << " series over " << runs << " runs\n";
   std::string scenario;
-  for (const Series& s : series) {
+  const AllFindings all = all_findings(series, options, machine);
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
     if (s.scenario != scenario) out << "\n" << s.scenario << "\n";
     scenario = s.scenario;
     std::optional<double> lo, hi;
@@ -29,7 +32,7 @@ std::string show_text(const std::vector<Series>& series, size_t runs, const Chec
       lo = lo ? std::min(*lo, *p.value) : *p.value;
       hi = hi ? std::max(*hi, *p.value) : *p.value;
     }
-    const std::vector<Finding> changes = series_findings(s, options);
+    const std::vector<Finding>& changes = all.of_series[i];
     out << "  " << s.variant << " " << s.metric << ": " << s.points.size() << " runs, last "
         << value_text(s.points.empty() ? std::nullopt : s.points.back().value, s.unit);
     if (lo && *lo != *hi) out << ", range " << value_text(lo, s.unit) << " .. " << value_text(hi, s.unit);
@@ -37,14 +40,21 @@ std::string show_text(const std::vector<Series>& series, size_t runs, const Chec
     for (const Finding& f : changes) {
       out << "    " << (f.regression ? "rise" : "fall") << " at run " << f.index + 1 << ": "
           << describe(f).substr(f.scenario.size() + f.variant.size() + f.metric.size() + 4)
-          << (f.within_one_build ? " (within one build: the machine, not the code)" : "") << "\n";
+          << (f.within_one_build ? " (within one build: the machine, not the code)" : "")
+          << (f.regression && !f.within_one_build && !f.persists
+                  ? " (not a regression: " + std::to_string(f.confirming_runs) + " of " +
+                        std::to_string(f.runs_at_new_level) +
+                        " runs at the new level that the machine does not explain)"
+                  : "")
+          << "\n";
     }
   }
   return out.str();
 }
 
 ReportJson show_json(const std::vector<Series>& series, size_t runs, const CheckOptions& options,
-                     const std::vector<Series>& sites) {
+                     const std::vector<Series>& sites, const std::vector<Series>& machine) {
+  const AllFindings all = all_findings(series, options, machine);
   ReportJson out;
   out["history_show_version"] = kHistoryShowVersion;
   out["runs"] = runs;
@@ -52,9 +62,12 @@ ReportJson show_json(const std::vector<Series>& series, size_t runs, const Check
                           {"window", options.change_points.window},
                           {"max_pvalue", options.change_points.max_pvalue},
                           {"min_magnitude", options.change_points.min_magnitude},
+                          {"fdr", options.fdr},
+                          {"min_runs", options.min_runs},
                           {"since", options.since}};
   ReportJson list = ReportJson::array();
-  for (const Series& s : series) {
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
     ReportJson j;
     j["scenario"] = s.scenario;
     j["variant"] = s.variant;
@@ -71,7 +84,7 @@ ReportJson show_json(const std::vector<Series>& series, size_t runs, const Check
     }
     j["points"] = std::move(points);
     ReportJson changes = ReportJson::array();
-    for (const Finding& f : series_findings(s, options)) {
+    for (const Finding& f : all.of_series[i]) {
       changes.push_back({{"index", f.index},
                          {"commit", f.run.commit},
                          {"before", value_json(f.before)},
@@ -81,6 +94,10 @@ ReportJson show_json(const std::vector<Series>& series, size_t runs, const Check
                          {"regression", f.regression},
                          {"recent", f.recent},
                          {"within_one_build", f.within_one_build},
+                         {"runs_at_new_level", f.runs_at_new_level},
+                         {"confirming_runs", f.confirming_runs},
+                         {"persists", f.persists},
+                         {"machine", f.machine},
                          {"sites", finding_sites(s, f, sites)}});
     }
     j["change_points"] = std::move(changes);

@@ -37,7 +37,9 @@ html::Unit unit_of(const std::string& unit) {
 std::string short_commit(const std::string& commit) { return commit.substr(0, 7); }
 
 // One metric of one scenario: a line per variant over the runs any of them has.
-std::string trend_chart(const std::vector<const Series*>& lines, const CheckOptions& options) {
+using FindingsOf = std::map<const Series*, const std::vector<Finding>*>;
+
+std::string trend_chart(const std::vector<const Series*>& lines, const FindingsOf& findings) {
   std::vector<Run> runs;  // the x axis: in history order
   for (const Series* s : lines) {
     for (const Point& p : s->points) runs.push_back(p.run);
@@ -102,12 +104,14 @@ std::string trend_chart(const std::vector<const Series*>& lines, const CheckOpti
     const Series& s = *lines[k];
     const std::string& color = html::category_color(k);
     // Change points first, under the lines: a dashed rule at the first run after the change.
-    for (const Finding& f : series_findings(s, options)) {
+    for (const Finding& f : *findings.at(&s)) {
       const double x = xs(x_of.at(f.run.id));
       doc.line(x, top, x, bottom,
                with({{"stroke", f.regression ? kRise : kFall}, {"stroke-width", "1.5"},
                      {"stroke-dasharray", "5 3"}},
-                    {{"data-change", f.regression ? "regression" : "improvement"},
+                    {{"data-change", !f.regression ? "improvement"
+                                     : f.persists && !f.within_one_build ? "regression"
+                                                                         : "rise"},
                      {"data-variant", s.variant}, {"data-metric", s.metric},
                      {"data-commit", f.run.commit}, {"data-index", std::to_string(f.index)}}));
       doc.text(x + 3, top + 10 + 12 * static_cast<double>(k % 4),
@@ -147,7 +151,10 @@ std::string legend(const std::vector<const Series*>& lines) {
 }  // namespace
 
 std::string show_html(const std::vector<Series>& series, size_t runs, const CheckOptions& options,
-                      const std::string& source) {
+                      const std::string& source, const std::vector<Series>& machine) {
+  const AllFindings all = all_findings(series, options, machine);
+  FindingsOf findings;
+  for (size_t i = 0; i < series.size(); ++i) findings[&series[i]] = &all.of_series[i];
   // scenario -> metric -> its series (one per variant), in the store's order.
   std::vector<std::string> scenarios;
   std::map<std::string, std::vector<std::string>> metrics;
@@ -183,13 +190,13 @@ std::string show_html(const std::vector<Series>& series, size_t runs, const Chec
     for (const std::string& metric : metrics[scenario]) {
       const std::vector<const Series*>& lines = by_metric[{scenario, metric}];
       bool changed = lines.front()->kind == MetricKind::Time;
-      for (const Series* s : lines) changed = changed || !series_findings(*s, options).empty();
+      for (const Series* s : lines) changed = changed || !findings.at(s)->empty();
       if (!changed) {
         unchanged.push_back(metric);
         continue;
       }
       out += "<figure><figcaption>" + escape(metric) + " (" + escape(lines.front()->unit) +
-             ")</figcaption>\n" + legend(lines) + trend_chart(lines, options) + "</figure>\n";
+             ")</figcaption>\n" + legend(lines) + trend_chart(lines, findings) + "</figure>\n";
     }
     if (!unchanged.empty()) {
       out += "<details><summary>" + std::to_string(unchanged.size()) +
