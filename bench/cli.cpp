@@ -73,6 +73,9 @@ void define_flags(CLI::App& app, BenchOptions& o) {
                  "charts)");
   app.add_flag("--strict", o.strict,
                "A statistical time rule that cannot decide (too few samples) fails its gate");
+  app.add_flag("--allow-missing", o.allow_missing,
+               "A gate rule for a scenario or variant this run left out is skipped (by default it "
+               "fails: a gate passes only on what was counted)");
   app.add_option("--nproc", o.nproc,
                  "Start this many local ranks (torchrun-style) for every scenario; default: each "
                  "scenario at its own world size (" + default_ranks() + ")")
@@ -125,6 +128,9 @@ CLI::App* define_compare(CLI::App& app, CompareOptions& o) {
                       "Evaluate this gate file on the pair: head is the run, base the baseline "
                       "(repeatable)");
   compare->add_flag("--strict", o.strict, "Inconclusive time comparisons fail too");
+  compare->add_flag("--allow-missing", o.allow_missing,
+                    "A gate rule for a scenario or variant head left out is skipped (by default "
+                    "it fails)");
   compare->add_flag("--all", o.all, "Text: show unchanged rows too");
   compare->add_flag("--phase-times", o.phase_times,
                     "Also test each phase's host time and the sync wait time per step "

@@ -1,5 +1,7 @@
 #include "bench/compare_command.h"
 
+#include "bench/run.h"
+
 #include <iostream>
 
 #include "harness/report/gates/gate.h"
@@ -40,6 +42,12 @@ ExitCode run_compare(const CompareOptions& o) {
   const RunReport head = read_report_file(o.head);
   std::vector<GateFile> gates;
   for (const std::string& path : o.gates) gates.push_back(parse_gate_file(path));
+  // What the gates may name: bench's scenarios, and whatever the two reports hold (reports of
+  // python -m harness_sim run, or of another build).
+  GateCatalog catalog = known_scenarios(RunOptions{}, 0);
+  add_to_catalog(catalog, base);
+  add_to_catalog(catalog, head);
+  for (const GateFile& gate : gates) check_gate_names(gate, catalog);
   check_writable_destination(o.out, "--out");
   check_writable_destination(o.html, "--html");
 
@@ -47,7 +55,10 @@ ExitCode run_compare(const CompareOptions& o) {
   RunComparison comparison = compare_reports(base, head, o.time, o.phase_times, o.host_memory);
   comparison.base_source = o.base;
   comparison.head_source = o.head;
-  for (const GateFile& gate : gates) comparison.gates.push_back(evaluate_gate(gate, head, &base));
+  for (const GateFile& gate : gates) {
+    comparison.gates.push_back(
+        evaluate_gate(gate, head, &base, GateScope{&catalog, o.allow_missing}));
+  }
 
   HtmlPage page;  // base and head side by side
   page.head = &head;

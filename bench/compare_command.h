@@ -20,6 +20,7 @@ struct CompareOptions {
   bool all = false;     // text: every row, not only the changed ones
   bool phase_times = false;  // also test each phase's time series
   bool host_memory = false;  // host memory levels of scenarios on ranks get a verdict
+  bool allow_missing = false;  // gate rules for scenarios head did not run are skipped
   TimeTestOptions time;
 };
 

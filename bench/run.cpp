@@ -109,6 +109,7 @@ int list_scenarios(const RunOptions& run) {
 // What a run reads before it starts: the scenarios and every input file.
 struct RunInputs {
   ChosenScenarios chosen;
+  GateCatalog catalog;  // what the gates may name
   std::vector<GateFile> gates;
   std::optional<ExpectationsFile> expectations;
   std::optional<RunReport> baseline;
@@ -141,6 +142,8 @@ RunInputs check_inputs(const BenchOptions& o, ScenarioRegistry& registry) {
   check_variant_filters(o, chosen);
   test_step_slowdown();  // a malformed HARNESS_TEST_SLOW_STEPS is bad input, said now
   for (const std::string& path : o.gates) inputs.gates.push_back(parse_gate_file(path));
+  if (!inputs.gates.empty()) inputs.catalog = known_scenarios(o.run, o.nproc);
+  for (const GateFile& gate : inputs.gates) check_gate_names(gate, inputs.catalog);
   if (!o.expect.empty()) inputs.expectations = parse_expectations_file(o.expect);
   check_writable_destination(o.write_expectations, "--write-expectations");
   if (!o.baseline.empty()) inputs.baseline = read_report_file(o.baseline);
@@ -174,7 +177,8 @@ ExitCode finish_run(const BenchOptions& o, const RunReport& report, RunInputs& i
   bool gates_passed = true;
   std::vector<GateOutcome> outcomes;
   for (const GateFile& gate : gates) {
-    outcomes.push_back(evaluate_gate(gate, report, baseline ? &*baseline : nullptr));
+    outcomes.push_back(evaluate_gate(gate, report, baseline ? &*baseline : nullptr,
+                                     GateScope{&inputs.catalog, o.allow_missing}));
     console << format_gate_outcome(outcomes.back(), o.strict);
     gates_passed = gates_passed && outcomes.back().passed(o.strict);
   }
@@ -255,6 +259,22 @@ ExitCode report_repetitions(const BenchOptions& o, RunInputs& inputs) {
 }
 
 }  // namespace
+
+GateCatalog known_scenarios(const RunOptions& run, int nproc) {
+  GateCatalog catalog;
+  for (const ScenarioInfo* info : ScenarioRegistry::instance().all()) {
+    const std::unique_ptr<Scenario> scenario = info->factory();
+    std::vector<std::string>& names = catalog[info->name];
+    names = scenario->variant_names(run);
+    const int world = nproc > 0 ? nproc : scenario->default_world_size();
+    if (world <= 1) continue;
+    const size_t own = names.size();
+    for (int r = 0; r < world; ++r) {
+      for (size_t i = 0; i < own; ++i) names.push_back("rank" + std::to_string(r) + "/" + names[i]);
+    }
+  }
+  return catalog;
+}
 
 ExitCode run_bench(const BenchOptions& given) {
   const BenchOptions o = repetition_options(given).value_or(given);

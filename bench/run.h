@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "harness/errors.h"
+#include "harness/report/gates/gate.h"
 #include "harness/scenario.h"
 
 namespace harness {
@@ -30,9 +31,14 @@ struct BenchOptions {
   bool nvtx_only = false;  // --nvtx-only: no counting, CUPTI left alone; NVTX ranges only
   int nproc = 0;         // --nproc: local ranks to start (0: the scenarios' default)
   int timeout_s = 300;   // --timeout: rendezvous and collective timeout of each rank
+  bool allow_missing = false;  // --allow-missing: gate rules for scenarios not run are skipped
   int repetitions = 1;   // --repetitions: run the scenarios this many times, each a fresh process
   std::vector<std::string> argv;
 };
+
+// What a gate may name: every registered scenario with the variants it can report under `run`,
+// and for a scenario on ranks (`nproc`, else its default world size) their "rank<r>/" copies.
+GateCatalog known_scenarios(const RunOptions& run, int nproc);
 
 // Throws InputError for bad input (before anything runs where it can be told in advance).
 ExitCode run_bench(const BenchOptions& options);

@@ -368,5 +368,55 @@ TEST(GateEval, ABaselineTimeRuleNeedsProcessesApart) {
                InputError);
 }
 
+// What bench runs and compares: the gate may name only what the tool knows, and a rule for what
+// the run left out fails unless allowed.
+TEST(GateEval, WithACatalogATypoIsBadInputAndWhatTheRunLeftOutFails) {
+  const RunReport report = sample_report();
+  GateCatalog catalog;
+  add_to_catalog(catalog, report);
+  catalog["fused_adam"] = {"fresh/fused", "resumed_move_all/fused"};
+  catalog["resume_adam"].push_back("resume_extra/foreach");  // a variant the run filtered out
+  auto gate = [](const json& rules) {
+    return parse_gate_json({{"gate_version", 1}, {"rules", rules}}, "g.json");
+  };
+  // A scenario nobody knows, a variant pattern that matches none: InputError, naming the rule.
+  json typo = on("fresh/foreach", "per_step.d2h.count", {{"max", 0}});
+  typo["scenario"] = "resume_adamm";
+  try {
+    check_gate_names(gate(json::array({typo})), catalog);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_CONTAINS(std::string(e.what()), "scenario 'resume_adamm' matches no scenario");
+    EXPECT_CONTAINS(std::string(e.what()), "rules[0]");
+  }
+  EXPECT_THROW(check_gate_names(gate(json::array({on("resume_move_al/*", "per_step.d2h.count",
+                                                     {{"max", 0}})})),
+                                catalog),
+               InputError);
+  // Known, matched: fine. A glob applies to what ran; an exact name the run left out is missing.
+  json fused = on("*/fused", "per_step.d2h.count", {{"max", 1e9}});
+  fused["scenario"] = "fused_adam";
+  const GateFile good = gate(json::array({on("fresh/*", "per_step.d2h.count", {{"max", 1e9}}),
+                                          fused,
+                                          on("resume_extra/foreach", "per_step.d2h.count",
+                                             {{"max", 1e9}})}));
+  EXPECT_NO_THROW(check_gate_names(good, catalog));
+  // fused_adam was not run, resume_extra/foreach was filtered out: each fails...
+  GateOutcome g = evaluate_gate(good, report, nullptr, GateScope{&catalog, false});
+  size_t failed = 0;
+  for (const RuleOutcome& o : g.outcomes) {
+    if (o.status != RuleStatus::Fail) continue;
+    ++failed;
+    EXPECT_CONTAINS(o.message, "is not in the run: a gate passes only on what was counted");
+  }
+  EXPECT_EQ(failed, 2u);
+  EXPECT_FALSE(g.passed());
+  // ...and is skipped with allow_missing, where what ran decides.
+  g = evaluate_gate(good, report, nullptr, GateScope{&catalog, true});
+  EXPECT_EQ(g.count(RuleStatus::Fail), 0u);
+  EXPECT_EQ(g.count(RuleStatus::Skipped), 2u);
+  EXPECT_TRUE(g.passed());
+}
+
 }  // namespace
 }  // namespace harness

@@ -4,10 +4,14 @@
 // A GateFile is a parsed and validated gate file: every malformed thing is an InputError at parse
 // time, naming the file, the rule and the problem. evaluate_gate applies it to a RunReport (and to
 // a baseline report for baseline rules) and returns a GateOutcome with one RuleOutcome per rule and
-// matched variant. A rule whose patterns match nothing is skipped, not passed; a gate in which
-// every rule was skipped fails, so that a misspelt name cannot make CI green.
+// matched variant. Green must mean counted: with a GateScope (what bench runs and compares), a rule
+// that names no scenario or variant the tool knows is an InputError before anything runs, and a
+// rule for a known scenario or variant that the run left out fails unless allow_missing skips it.
+// Without one, a rule whose patterns match nothing is skipped, and a gate in which every rule was
+// skipped fails.
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -96,10 +100,31 @@ struct GateOutcome {
   bool passed(bool strict = false) const;
 };
 
+// The scenarios a gate may name, each with every variant it can report: bench's registry with the
+// run's options (and the "rank<r>/" copies of a scenario on ranks), plus what the reports at hand
+// hold.
+using GateCatalog = std::map<std::string, std::vector<std::string>>;
+
+// Adds every scenario and variant of `report` to `catalog`.
+void add_to_catalog(GateCatalog& catalog, const RunReport& report);
+
+// Throws InputError naming the file and the rule when a rule's scenario pattern matches no
+// scenario of `catalog`, or its variant pattern no variant of those scenarios: a rule that can
+// never be evaluated (a typo) must not pass by being skipped.
+void check_gate_names(const GateFile& gate, const GateCatalog& catalog);
+
+struct GateScope {
+  const GateCatalog* catalog = nullptr;  // what can exist; nullptr: only what the report has
+  bool allow_missing = false;  // a known scenario or variant the run left out: SKIP, not FAIL
+};
+
 // Applies the gate to `report`. `baseline` is needed when the gate has baseline rules: without it
 // they are an InputError. A rule comparing a time ("ns") with a baseline without "min_samples" is
 // an InputError too (a malformed gate).
-GateOutcome evaluate_gate(const GateFile& gate, const RunReport& report, const RunReport* baseline);
+// With `scope.catalog`, each scenario and variant of the catalog that a rule matches but the run
+// does not have gets an outcome of its own: FAIL ("not in the run"), or SKIP with allow_missing.
+GateOutcome evaluate_gate(const GateFile& gate, const RunReport& report, const RunReport* baseline,
+                          const GateScope& scope = {});
 
 // One aligned line per outcome ("FAIL  scenario  variant  metric  actual ..."), then the summary
 // line "gate: 3 passed, 1 failed, 0 skipped" (and why the gate failed when nothing was evaluated).

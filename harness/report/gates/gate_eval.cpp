@@ -1,5 +1,6 @@
 // Evaluating a gate on a report: which variants each rule applies to, what it compares them with,
 // and the outcome of each comparison.
+#include <algorithm>
 #include <cmath>
 
 #include "harness/errors.h"
@@ -361,8 +362,29 @@ std::vector<std::string> names_of(const std::vector<VariantResult>& list) {
   return names;
 }
 
-void evaluate_rule(const GateFile& gate, const GateRule& rule, const RunReport& report,
-                   const RunReport* baseline, std::vector<RuleOutcome>& outcomes) {
+std::vector<std::string> matching(const std::string& pattern,
+                                  const std::vector<std::string>& names) {
+  std::vector<std::string> out;
+  for (const std::string& n : names) {
+    if (glob_match(pattern, n)) out.push_back(n);
+  }
+  return out;
+}
+
+// A scenario or variant the rule names and the catalog knows, but the run left out.
+RuleOutcome missing(const GateRule& rule, const std::string& scenario, const std::string& variant,
+                    const std::string& what, bool allow_missing) {
+  return finish(outcome(rule, scenario, variant),
+                allow_missing ? RuleStatus::Skipped : RuleStatus::Fail,
+                what + " is not in the run" +
+                    (allow_missing ? " (--allow-missing)"
+                                   : ": a gate passes only on what was counted (--allow-missing "
+                                     "skips rules for what a run leaves out)"));
+}
+
+// Without a catalog: what the report has decides; a pattern that matches nothing is skipped.
+void evaluate_rule_on_report(const GateFile& gate, const GateRule& rule, const RunReport& report,
+                             const RunReport* baseline, std::vector<RuleOutcome>& outcomes) {
   bool any_scenario = false;
   for (const auto& scenario : report.scenarios) {
     if (!glob_match(rule.scenario, scenario.name)) continue;
@@ -385,6 +407,55 @@ void evaluate_rule(const GateFile& gate, const GateRule& rule, const RunReport& 
     outcomes.push_back(finish(outcome(rule, rule.scenario, rule.variant), RuleStatus::Skipped,
                               "no scenario in the report matches '" + rule.scenario +
                                   "' (scenarios: " + list_names(names_of(report.scenarios)) + ")"));
+  }
+}
+
+// With a catalog (see GateScope): each variant of the run the rule matches is checked. What the
+// rule names exactly (no '*') and the catalog knows, but the run left out, is missing; and a rule
+// that matched nothing in the run is missing as a whole: a gate passes only on what was counted.
+void evaluate_rule_in_scope(const GateFile& gate, const GateRule& rule, const RunReport& report,
+                            const RunReport* baseline, const GateScope& scope,
+                            std::vector<RuleOutcome>& outcomes) {
+  const size_t before = outcomes.size();
+  const GateCatalog& catalog = *scope.catalog;
+  for (const auto& scenario : report.scenarios) {
+    if (!glob_match(rule.scenario, scenario.name)) continue;
+    for (const auto& variant : scenario.variants) {
+      std::vector<std::string> captures;
+      if (!glob_match(rule.variant, variant.name, &captures)) continue;
+      outcomes.push_back(
+          VariantCheck(gate, rule, report.provenance, scenario, variant, baseline).run(captures));
+    }
+    auto known = catalog.find(scenario.name);
+    const bool variant_known =
+        known != catalog.end() &&
+        std::find(known->second.begin(), known->second.end(), rule.variant) != known->second.end();
+    if (wildcard_count(rule.variant) == 0 && variant_known &&
+        find_variant(scenario, rule.variant) == nullptr) {
+      outcomes.push_back(missing(rule, scenario.name, rule.variant, "variant " + rule.variant,
+                                 scope.allow_missing));
+    }
+  }
+  if (wildcard_count(rule.scenario) == 0 && find_scenario(report, rule.scenario) == nullptr &&
+      catalog.count(rule.scenario) > 0) {
+    outcomes.push_back(missing(rule, rule.scenario, rule.variant, "scenario " + rule.scenario,
+                               scope.allow_missing));
+  }
+  if (outcomes.size() == before) {
+    outcomes.push_back(missing(rule, rule.scenario, rule.variant,
+                               "nothing the rule names (scenario '" + rule.scenario +
+                                   "', variant '" + rule.variant + "')",
+                               scope.allow_missing));
+  }
+}
+
+void evaluate_rule(const GateFile& gate, const GateRule& rule, const RunReport& report,
+                   const RunReport* baseline, const GateScope& scope,
+                   std::vector<RuleOutcome>& outcomes) {
+  if (scope.catalog == nullptr) {
+    evaluate_rule_on_report(gate, rule, report, baseline, outcomes);
+  } else {
+    evaluate_rule_in_scope(gate, rule, report, baseline, scope, outcomes);
   }
 }
 
@@ -413,8 +484,38 @@ bool GateOutcome::passed(bool strict) const {
          !(strict && count(RuleStatus::Inconclusive) > 0);
 }
 
+void add_to_catalog(GateCatalog& catalog, const RunReport& report) {
+  for (const ScenarioResult& s : report.scenarios) {
+    std::vector<std::string>& names = catalog[s.name];
+    for (const VariantResult& v : s.variants) {
+      if (std::find(names.begin(), names.end(), v.name) == names.end()) names.push_back(v.name);
+    }
+  }
+}
+
+void check_gate_names(const GateFile& gate, const GateCatalog& catalog) {
+  std::vector<std::string> scenarios;
+  for (const auto& [name, _] : catalog) scenarios.push_back(name);
+  for (const GateRule& rule : gate.rules) {
+    const std::vector<std::string> named = matching(rule.scenario, scenarios);
+    if (named.empty()) {
+      throw InputError(rule_context(gate, rule) + ": scenario '" + rule.scenario +
+                       "' matches no scenario (known: " + list_names(scenarios) + ")");
+    }
+    std::vector<std::string> variants;
+    for (const std::string& s : named) {
+      for (const std::string& v : catalog.at(s)) variants.push_back(v);
+    }
+    if (matching(rule.variant, variants).empty()) {
+      throw InputError(rule_context(gate, rule) + ": variant '" + rule.variant +
+                       "' matches no variant of " + list_names(named) + " (variants: " +
+                       list_names(variants) + ")");
+    }
+  }
+}
+
 GateOutcome evaluate_gate(const GateFile& gate, const RunReport& report,
-                          const RunReport* baseline) {
+                          const RunReport* baseline, const GateScope& scope) {
   for (const auto& rule : gate.rules) {
     if (rule.kind == RuleKind::Baseline && baseline == nullptr) {
       throw InputError(rule_context(gate, rule) +
@@ -423,7 +524,9 @@ GateOutcome evaluate_gate(const GateFile& gate, const RunReport& report,
   }
   GateOutcome out;
   out.source = gate.source;
-  for (const auto& rule : gate.rules) evaluate_rule(gate, rule, report, baseline, out.outcomes);
+  for (const auto& rule : gate.rules) {
+    evaluate_rule(gate, rule, report, baseline, scope, out.outcomes);
+  }
   return out;
 }
 
