@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "harness/instrument/counts.h"
+#include "harness/instrument/phase_scope.h"
 
 #if HARNESS_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
@@ -11,7 +12,21 @@
 
 namespace harness {
 namespace {
-std::atomic<const Phase*> g_top{nullptr};
+std::atomic<const Phase*> g_top{nullptr};  // one stack for the process (phase_scope.h)
+thread_local const Phase* t_top = nullptr;  // or one per thread
+std::atomic<bool> g_per_thread{false};
+
+const Phase* top_phase() noexcept {
+  return g_per_thread.load(std::memory_order_relaxed) ? t_top : g_top.load();
+}
+
+void set_top_phase(const Phase* phase) noexcept {
+  if (g_per_thread.load(std::memory_order_relaxed)) {
+    t_top = phase;
+  } else {
+    g_top.store(phase);
+  }
+}
 std::atomic<uint64_t> g_next_serial{1};
 std::atomic<PhaseListener*> g_listeners[kMaxPhaseListeners] = {};
 
@@ -49,9 +64,9 @@ NvtxRange::~NvtxRange() { pop_range(); }
 
 Phase::Phase(const char* name) noexcept
     : name_(name),
-      parent_(g_top.load()),
+      parent_(top_phase()),
       serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed)) {
-  g_top.store(this);
+  set_top_phase(this);
   push_range(name);
   for (auto& slot : g_listeners) {
     if (PhaseListener* l = slot.load()) l->on_phase_begin(name_);
@@ -63,16 +78,20 @@ Phase::~Phase() {
     if (PhaseListener* l = slot.load()) l->on_phase_end(name_);
   }
   pop_range();
-  g_top.store(parent_);
+  set_top_phase(parent_);
+}
+
+void set_phases_per_thread(bool per_thread) noexcept {
+  g_per_thread.store(per_thread, std::memory_order_relaxed);
 }
 
 const char* Phase::current_name() noexcept {
-  const Phase* top = g_top.load();
+  const Phase* top = top_phase();
   return top ? top->name_ : kNoPhase;
 }
 
 Phase::Current Phase::current() noexcept {
-  const Phase* top = g_top.load();
+  const Phase* top = top_phase();
   return top ? Current{top->name_, top->serial_} : Current{kNoPhase, 0};
 }
 

@@ -17,6 +17,7 @@
 #include "count_session.h"
 #include "trace_session.h"
 #include "harness/errors.h"
+#include "harness/instrument/phase_scope.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/report/gates/expectations.h"
 #include "harness/report/io/atomic_write.h"
@@ -219,6 +220,8 @@ PYBIND11_MODULE(_C, m) {
   m.attr("REPORT_SCHEMA_VERSION") = kReportSchemaVersion;
 
   m.def("initialize", &sim::initialize, py::arg("device_count") = sim::kDefaultDeviceCount);
+  // A program's other threads (a loader, a metrics worker) are not in the main thread's phase.
+  set_phases_per_thread(true);
   python::install_python_sites();
   m.def("check_expectations", &python::check_expectations_of, py::arg("report"),
         py::arg("expectations"), py::arg("strict") = false,
