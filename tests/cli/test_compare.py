@@ -370,7 +370,7 @@ class Repetitions(unittest.TestCase):
             for k in (1, 2, 3):
                 self.assertIn(f"bench: process {k}/3", r.stderr)
             self.assertEqual(r.stderr.count("bench: wrote "), 1, r.stderr)  # the merged report
-            self.assertEqual(r.stdout.count("fresh/foreach"), 1, r.stdout)  # one table
+            self.assertEqual(r.stdout.count("== resume_adam:"), 1, r.stdout)  # one table
             doc = strict_json(out)
             self.assertEqual(doc["schema_version"], "1.8.0")
             for v in doc["scenarios"][0]["variants"]:
