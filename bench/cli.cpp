@@ -8,6 +8,7 @@
 
 #include "bench/compare_command.h"
 #include "bench/history_command.h"
+#include "bench/merge_command.h"
 #include "bench/run.h"
 #include "harness/errors.h"
 #include "harness/interrupt.h"
@@ -247,6 +248,14 @@ int bench_main(int argc, char** argv) {
   define_flags(app, options);
   CompareOptions compare_options;
   CLI::App* compare = define_compare(app, compare_options);
+  MergeOptions merge_options;
+  CLI::App* merge = app.add_subcommand(
+      "merge",
+      "Merge reports of one command run in separate processes into one, as --repetitions does "
+      "(to interleave two builds process by process, then compare). Exit codes: 0, 2 bad input.");
+  merge->add_option("out", merge_options.out, "The merged report")->required();
+  merge->add_option("reports", merge_options.reports, "The reports, in the order they ran")
+      ->required();
   HistoryOptions history_options;
   const HistoryCommands history = define_history(app, history_options);
   try {
@@ -258,6 +267,7 @@ int bench_main(int argc, char** argv) {
   }
   try {
     if (compare->parsed()) return static_cast<int>(run_compare(compare_options));
+    if (merge->parsed()) return static_cast<int>(run_merge(merge_options));
     if (history.add->parsed()) return static_cast<int>(run_history_add(history_options));
     if (history.check->parsed()) return static_cast<int>(run_history_check(history_options));
     if (history.show->parsed()) return static_cast<int>(run_history_show(history_options));

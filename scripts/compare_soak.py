@@ -2,7 +2,7 @@
 """Is `bench compare` quiet on unchanged code, and does it still find a real slowdown? (Not a
 ctest: it takes many minutes, and its figures are the machine's.)
 
-  scripts/compare_soak.py [--pairs 20] [--repetitions 3] [--scenario all ...]
+  scripts/compare_soak.py [--pairs 20] [--repetitions 3] [--interleave] [--scenario all ...]
                           [--slow 'resume_adam:fresh/foreach=1.3'] [--bench build/bench/bench]
 
 1. Runs `bench -s SCENARIO... -d sim --repetitions R` PAIRS+1 times, one after another, and
@@ -11,6 +11,10 @@ ctest: it takes many minutes, and its figures are the machine's.)
 2. Runs once more with HARNESS_TEST_SLOW_STEPS (each measured step of the named variant made
    --slow's factor slower, inside its time) and compares the last unchanged run with it: the
    variant's samples.step_time must be a regression.
+
+With --interleave, each pair is measured as a CI job would measure two builds on one machine:
+base and head processes alternate (base, head, base, head, ...: `bench --repetitions 1` each) and
+`bench merge` makes each side's report, so that both sides sample the same minutes of the machine.
 
 Prints one line per compare and a summary; exits 1 if a self-compare failed or the slowdown was not
 found.
@@ -39,6 +43,26 @@ def run_bench(bench, scenarios, repetitions, out, env=None):
     return time.monotonic() - started
 
 
+def merge(bench, out, parts):
+    r = subprocess.run([bench, "merge", out, *parts], stdout=subprocess.DEVNULL,
+                       stderr=subprocess.PIPE, text=True)
+    if r.returncode != 0:
+        sys.exit(f"compare_soak: bench merge exited {r.returncode}: {r.stderr}")
+
+
+def interleaved(bench, scenarios, repetitions, base, head, head_env=None):
+    """Base and head processes alternating, each side merged; returns the seconds taken."""
+    seconds = 0.0
+    parts = {base: [], head: []}
+    for k in range(repetitions):
+        for side, env in ((base, None), (head, head_env)):
+            parts[side].append(f"{side}.{k}")
+            seconds += run_bench(bench, scenarios, 1, parts[side][-1], env=env)
+    merge(bench, base, parts[base])
+    merge(bench, head, parts[head])
+    return seconds
+
+
 def compare(bench, base, head):
     r = subprocess.run([bench, "compare", base, head, "--format", "json"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -57,6 +81,7 @@ def main():
     ap.add_argument("--pairs", type=int, default=20)
     ap.add_argument("--repetitions", type=int, default=3)
     ap.add_argument("--scenario", action="append", default=[])
+    ap.add_argument("--interleave", action="store_true")
     ap.add_argument("--slow", default="resume_adam:fresh/foreach=1.3")
     ap.add_argument("--bench", default=os.path.join(REPO, "build", "bench", "bench"))
     args = ap.parse_args()
@@ -66,11 +91,18 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         runs = []
         for i in range(args.pairs + 1):
-            runs.append(os.path.join(tmp, f"run{i}.json"))
-            seconds = run_bench(args.bench, scenarios, args.repetitions, runs[-1])
-            if i == 0:
-                print(f"run 0: {seconds:.0f} s", flush=True)
-                continue
+            if args.interleave:  # each pair measured afresh, its two sides interleaved
+                if i == 0:
+                    continue
+                base, head = os.path.join(tmp, f"base{i}.json"), os.path.join(tmp, f"head{i}.json")
+                seconds = interleaved(args.bench, scenarios, args.repetitions, base, head)
+                runs += [base, head]
+            else:
+                runs.append(os.path.join(tmp, f"run{i}.json"))
+                seconds = run_bench(args.bench, scenarios, args.repetitions, runs[-1])
+                if i == 0:
+                    print(f"run 0: {seconds:.0f} s", flush=True)
+                    continue
             code, doc = compare(args.bench, runs[-2], runs[-1])
             tallies.update({k: v for k, v in doc["tally"].items()})
             regressions = time_rows(doc, "regression")
@@ -85,9 +117,14 @@ def main():
         target, factor = args.slow.rsplit("=", 1)
         scenario, variant = target.split(":", 1)
         slow = os.path.join(tmp, "slow.json")
-        run_bench(args.bench, scenarios, args.repetitions, slow,
-                  env=dict(os.environ, HARNESS_TEST_SLOW_STEPS=args.slow))
-        code, doc = compare(args.bench, runs[-1], slow)
+        slow_env = dict(os.environ, HARNESS_TEST_SLOW_STEPS=args.slow)
+        if args.interleave:
+            base = os.path.join(tmp, "slow_base.json")
+            interleaved(args.bench, scenarios, args.repetitions, base, slow, head_env=slow_env)
+        else:
+            base = runs[-1]
+            run_bench(args.bench, scenarios, args.repetitions, slow, env=slow_env)
+        code, doc = compare(args.bench, base, slow)
         found = [r for r in doc["rows"] if r["scenario"] == scenario and r["variant"] == variant
                  and r["metric"] == "samples.step_time"]
         verdict = found[0]["change"] if found else "absent"

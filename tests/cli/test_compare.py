@@ -385,6 +385,37 @@ class Repetitions(unittest.TestCase):
             self.assertEqual(c.returncode, 0, c.stdout + c.stderr)
             self.assertIn("0 inconclusive", c.stdout)
 
+    def test_merge_makes_one_report_of_separate_runs(self):
+        # As a CI job interleaving two builds would: separate runs, merged afterwards.
+        with tempfile.TemporaryDirectory() as tmp:
+            parts = []
+            for k in range(2):
+                parts.append(os.path.join(tmp, f"part{k}.json"))
+                r = bench("--scenario", "resume_adam", "--device", "sim", "--variant",
+                          "fresh/foreach", "--steps", "10", "--quiet", "--out", parts[-1])
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            out = os.path.join(tmp, "merged.json")
+            r = bench("merge", out, *parts)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            v = strict_json(out)["scenarios"][0]["variants"][0]
+            self.assertEqual(v["processes"], 2)
+            self.assertEqual(len(v["samples"]["step_time"]), 20)
+            first = strict_json(parts[0])["scenarios"][0]["variants"][0]["samples"]["step_time"]
+            self.assertEqual(v["samples"]["step_time"][:10], first)  # in the order given
+            # Reports of other variants are not one command's; one report is nothing to merge.
+            other = os.path.join(tmp, "other.json")
+            r = bench("--scenario", "resume_adam", "--device", "sim", "--variant",
+                      "fresh/forloop", "--steps", "10", "--quiet", "--out", other)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            bad = os.path.join(tmp, "bad.json")
+            r = bench("merge", bad, parts[0], other)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("has no result for resume_adam fresh/foreach", r.stderr)
+            r = bench("merge", bad, parts[0])
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+            self.assertIn("give two or more reports", r.stderr)
+            self.assertFalse(os.path.exists(bad))
+
     def test_bad_input_in_a_process_and_a_stop(self):
         with tempfile.TemporaryDirectory() as tmp:
             env = dict(os.environ, TMPDIR=tmp, HARNESS_TEST_SLOW_STEPS="nonsense")
