@@ -131,6 +131,16 @@ std::string run_line(const Provenance& p, const std::string& source) {
          ", " + p.started_at + (source.empty() ? "" : " (" + source + ")");
 }
 
+// A name, note or line of the markdown at most kClipBytes long ("…" where cut, at a character
+// boundary), so that one long value in a report cannot fill the size limit on its own.
+constexpr size_t kClipBytes = 300;
+std::string clipped(const std::string& text, size_t max = kClipBytes) {
+  if (text.size() <= max) return text;
+  size_t end = max;
+  while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end) + "…";
+}
+
 // The sites by line that changed, a line each, grouped by variant: "  resume_adam fresh/foreach"
 // then "    +1 sync/step at train.py:42 in step (...)".
 std::string site_lines(const RunComparison& c, const std::string& indent, bool markdown) {
@@ -138,10 +148,12 @@ std::string site_lines(const RunComparison& c, const std::string& indent, bool m
   for (const SiteChange& s : c.sites) {
     const std::string variant = s.scenario + " " + s.variant;
     if (variant != last) {
-      out += markdown ? "\n**" + markdown_cell(variant) + "**\n\n" : indent + variant + "\n";
+      out += markdown ? "\n**" + markdown_cell(clipped(variant)) + "**\n\n"
+                      : indent + printable(variant) + "\n";
       last = variant;
     }
-    out += markdown ? "- `" + describe(s) + "`\n" : indent + "  " + describe(s) + "\n";
+    out += markdown ? "- " + markdown_code(clipped(describe(s))) + "\n"
+                    : indent + "  " + printable(describe(s)) + "\n";
   }
   return out;
 }
@@ -150,15 +162,123 @@ void gate_lines(const RunComparison& c, bool strict, std::string& out) {
   for (const GateOutcome& g : c.gates) out += format_gate_outcome(g, strict);
 }
 
+
+std::string markdown_row(const std::vector<std::string>& row) {
+  std::vector<std::string> clipped_row;
+  for (const std::string& cell : row) clipped_row.push_back(clipped(cell));
+  return markdown_table_row(clipped_row, header().size());
+}
+
+// "N rows left out ..." after the rows, "N rules of this gate left out ..." after a gate's.
+std::string rows_left_out(size_t rows, size_t regressions) {
+  if (rows == 0) return "";
+  return "\n" + std::to_string(rows) + " rows left out to stay under the size limit" +
+         (regressions > 0 ? " (" + std::to_string(regressions) + " of them regressions)" : "") +
+         "; `bench compare --format json` has them all.\n";
+}
+std::string rules_left_out(size_t rules, size_t failing) {
+  if (rules == 0) return "";
+  return "\n" + std::to_string(rules) + " rules of this gate left out to stay under the size " +
+         "limit" + (failing > 0 ? " (" + std::to_string(failing) + " of them failing)" : "") +
+         "; `bench compare --format json` lists every outcome.\n";
+}
+// Notes shown at most, within their share of the limit; the rest are counted.
+constexpr size_t kNotesShown = 20;
+
+std::string notes_markdown(const std::vector<std::string>& notes, size_t max_bytes) {
+  std::string out;
+  size_t shown = 0;
+  for (const std::string& n : notes) {
+    const std::string line = "\n> " + markdown_cell(clipped(n)) + "\n";
+    if (shown == kNotesShown || out.size() + line.size() > max_bytes) break;
+    out += line;
+    ++shown;
+  }
+  if (shown < notes.size()) {
+    out += "\n> … and " + std::to_string(notes.size() - shown) +
+           " more notes; `bench compare --format json` lists them all.\n";
+  }
+  return out;
+}
+
+// A byte budget: take() what fits, force() what must be shown anyway.
+class Budget {
+ public:
+  explicit Budget(size_t bytes) : left_(bytes) {}
+  bool take(size_t bytes) {
+    if (bytes > left_) return false;
+    left_ -= bytes;
+    return true;
+  }
+  bool force(size_t bytes) {
+    left_ -= std::min(left_, bytes);
+    return true;
+  }
+  size_t left() const { return left_; }
+
+ private:
+  size_t left_;
+};
+
+// A row's place in the markdown: its size, and whether it is shown (rendered again then: a
+// comparison can hold a million rows, and only those shown are kept as text).
+struct RowLine {
+  const ComparedMetric* row;
+  size_t bytes;
+  bool shown;
+};
+
+// A gate's markdown (format_gate_outcome_markdown) taken apart: its heading and table header,
+// then a line per rule, failing rules first, so that rules can be left out from the end.
+struct GateRuleLine {
+  std::string line;
+  bool failing;
+  bool shown = false;
+};
+struct GateSection {
+  std::string heading;
+  std::vector<GateRuleLine> rules;
+  std::string trailer;  // anything after the table
+};
+
+GateSection gate_section(const GateOutcome& g, bool strict) {
+  size_t failing = 0;
+  for (const RuleOutcome& o : g.outcomes) {
+    failing += o.status == RuleStatus::Fail || (strict && o.status == RuleStatus::Inconclusive);
+  }
+  const std::string md = format_gate_outcome_markdown(g, strict);
+  GateSection out;
+  size_t table_lines = 0;  // header and alignment lines seen
+  for (size_t at = 0; at < md.size();) {
+    const size_t end = std::min(md.find('\n', at), md.size() - 1) + 1;
+    const std::string line = md.substr(at, end - at);
+    at = end;
+    const bool table_line = line[0] == '|';
+    if (table_line && table_lines < 2) {
+      ++table_lines;
+      out.heading += line;
+    } else if (table_line && out.trailer.empty()) {
+      out.rules.push_back({line, out.rules.size() < failing});
+    } else if (table_lines < 2) {
+      out.heading += line;
+    } else {
+      out.trailer += line;
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string comparison_text(const RunComparison& c, bool all, bool strict) {
-  std::string out = "base: " + run_line(c.base, c.base_source) + "\n" +
-                    "head: " + run_line(c.head, c.head_source) + "\n";
+  // Names and notes come from the reports: printable() keeps each of them on its line.
+  std::string out = "base: " + printable(run_line(c.base, c.base_source)) + "\n" +
+                    "head: " + printable(run_line(c.head, c.head_source)) + "\n";
   for (const EnvironmentDifference& d : c.environment) {
-    out += "***WARNING*** " + d.field + " differs: " + d.base + " (base) vs " + d.head + " (head)\n";
+    out += "***WARNING*** " + printable(d.field) + " differs: " + printable(d.base) +
+           " (base) vs " + printable(d.head) + " (head)\n";
   }
-  for (const std::string& n : c.notes) out += "note: " + n + "\n";
+  for (const std::string& n : c.notes) out += "note: " + printable(n) + "\n";
   TextTable table(header(), kAlignment);
   for (const ComparedMetric& m : c.rows) {
     if (all || changed(m)) table.add_row(cells(m, upper(to_string(m.change)), c.time_options));
@@ -179,8 +299,8 @@ std::string comparison_text(const RunComparison& c, bool all, bool strict) {
 
 std::string comparison_markdown(const RunComparison& c, bool strict, size_t max_bytes) {
   std::string out = "## bench compare: " + c.tally() + "\n\n";
-  out += "- **base**: " + markdown_cell(run_line(c.base, c.base_source)) + "\n";
-  out += "- **head**: " + markdown_cell(run_line(c.head, c.head_source)) + "\n";
+  out += "- **base**: " + markdown_cell(clipped(run_line(c.base, c.base_source))) + "\n";
+  out += "- **head**: " + markdown_cell(clipped(run_line(c.head, c.head_source))) + "\n";
   out += "- times: one-sided Mann-Whitney U at alpha " + format_number(c.time_options.alpha) +
          ", regression above " + format_ratio(c.time_options.max_ratio) +
          "x (Hodges-Lehmann ratio), at least " + std::to_string(c.time_options.min_samples) +
@@ -188,68 +308,137 @@ std::string comparison_markdown(const RunComparison& c, bool strict, size_t max_
   if (!c.environment.empty()) {
     out += "\n> [!WARNING]\n> The runs differ in their environment:";
     for (const EnvironmentDifference& d : c.environment) {
-      out += " " + markdown_cell(d.field) + " `" + markdown_cell(d.base) + "` → `" +
-             markdown_cell(d.head) + "`;";
+      out += " " + markdown_cell(clipped(d.field)) + " " + markdown_code(clipped(d.base)) +
+             " → " + markdown_code(clipped(d.head)) + ";";
     }
     out.back() = '.';
     out += "\n";
   }
-  for (const std::string& n : c.notes) out += "\n> " + markdown_cell(n) + "\n";
-  // What must come last, so that the limit never cuts it.
-  std::string tail;
-  for (const GateOutcome& g : c.gates) tail += format_gate_outcome_markdown(g, strict);
-  const size_t limit = max_bytes > tail.size() + 400 ? max_bytes - tail.size() - 400 : 0;
-  size_t dropped = 0;
-  auto add_rows = [&](bool want_changed) {
-    std::vector<const ComparedMetric*> rows;
-    for (const ComparedMetric& m : c.rows) {
-      if (changed(m) == want_changed) rows.push_back(&m);
-    }
-    std::stable_sort(rows.begin(), rows.end(), [](const ComparedMetric* a, const ComparedMetric* b) {
-      return importance(*a) < importance(*b);
-    });
-    for (const ComparedMetric* row_metric : rows) {
-      const ComparedMetric& m = *row_metric;
-      const std::string row =
-          markdown_table_row(cells(m, icon(m.change), c.time_options), header().size());
-      // A regression is never left out, however long the gate section after it (a CI run's
-      // baseline gates can fill the limit on their own, and then its summary named no regression).
-      if (m.change != Change::Regression && out.size() + row.size() > limit) {
-        ++dropped;
+  out += notes_markdown(c.notes, max_bytes / 10);
+
+  // What is left is shared out in order of importance (a reader of a red pull request asks
+  // first which rows regressed and which rules failed) and shown in reading order. The fixed
+  // lines are counted first, the counts of what was left out at their largest.
+  std::vector<GateSection> gates;
+  for (const GateOutcome& g : c.gates) gates.push_back(gate_section(g, strict));
+  const std::string changed_heading =
+      "\n### Changed\n\n" + markdown_table_header(header(), kAlignment);
+  const std::string folded_heading =
+      "\n<details><summary>" + std::to_string(c.count(Change::Unchanged)) + " unchanged, " +
+      std::to_string(c.count(Change::Info)) + " informational</summary>\n\n" +
+      markdown_table_header(header(), kAlignment);
+  const std::string folded_end = "\n</details>\n";
+  const std::string nothing_changed = "\nNothing changed.\n";
+  const std::string site_block = site_lines(c, "", true);
+  const std::string sites_counted =
+      site_block.empty() ? ""
+                         : "\n" + std::to_string(c.sites.size()) +
+                               " sites by line changed; `bench compare --format json` lists them.\n";
+  size_t fixed = out.size() + changed_heading.size() + folded_heading.size() + folded_end.size() +
+                 nothing_changed.size() + sites_counted.size() +
+                 rows_left_out(c.rows.size(), c.rows.size()).size();
+  for (const GateSection& g : gates) {
+    fixed += g.heading.size() + g.trailer.size() +
+             rules_left_out(g.rules.size(), g.rules.size()).size();
+  }
+  Budget room(max_bytes > fixed ? max_bytes - fixed : 0);
+
+  std::vector<RowLine> changed_rows, folded_rows;
+  for (const ComparedMetric& m : c.rows) {
+    const size_t bytes = markdown_row(cells(m, icon(m.change), c.time_options)).size();
+    (changed(m) ? changed_rows : folded_rows).push_back({&m, bytes, false});
+  }
+  // Regressions first among the changed rows, then by importance (stable: report order within).
+  std::stable_sort(changed_rows.begin(), changed_rows.end(), [](const RowLine& a, const RowLine& b) {
+    const bool ra = a.row->change == Change::Regression;
+    const bool rb = b.row->change == Change::Regression;
+    if (ra != rb) return ra;
+    return importance(*a.row) < importance(*b.row);
+  });
+  std::stable_sort(folded_rows.begin(), folded_rows.end(), [](const RowLine& a, const RowLine& b) {
+    return importance(*a.row) < importance(*b.row);
+  });
+
+  // 1. Regressions, in half the room (the first is always named, however small the limit);
+  // 2. failing gate rules; then regressions again in what the rules left.
+  auto take_regressions = [&](size_t keep) {  // leaves `keep` bytes to what follows
+    for (RowLine& r : changed_rows) {
+      if (r.row->change != Change::Regression) break;  // (sorted first)
+      if (r.shown) continue;
+      if (&r == &changed_rows.front()) {
+        r.shown = room.force(r.bytes);
         continue;
       }
-      out += row;
+      if (room.left() < keep + r.bytes) break;
+      r.shown = room.take(r.bytes);
     }
   };
-  // Which lines: first, as what a reader of a red PR asks first (a quarter of the limit at most).
-  const std::string sites = site_lines(c, "", true);
-  if (!sites.empty()) {
-    out += sites.size() <= limit / 4
-               ? "\n### Sites by line (per step, base → head)\n" + sites
-               : "\n" + std::to_string(c.sites.size()) +
-                     " sites by line changed; `bench compare --format json` lists them.\n";
+  take_regressions(room.left() / 2);
+  for (GateSection& g : gates) {
+    for (GateRuleLine& rule : g.rules) {
+      if (rule.failing) rule.shown = room.take(rule.line.size());
+    }
   }
-  const size_t folded = c.count(Change::Unchanged) + c.count(Change::Info);
-  const size_t changed_rows = c.rows.size() - folded;
-  if (changed_rows > 0) {
-    out += "\n### Changed\n\n" + markdown_table_header(header(), kAlignment);
-    add_rows(true);
+  take_regressions(0);
+  // 3. Sites by line, whole (a quarter of the limit at most) or counted.
+  std::string sites = sites_counted;
+  if (!site_block.empty()) {
+    const std::string whole = "\n### Sites by line (per step, base → head)\n" + site_block;
+    // (The count's line is counted among the fixed ones already.)
+    if (whole.size() <= max_bytes / 4 && room.take(whole.size() - sites_counted.size())) {
+      sites = whole;
+    }
+  }
+  // 4. The other changed rows; 5. passing rules; 6. the unchanged and informational rows.
+  for (RowLine& r : changed_rows) {
+    if (r.row->change != Change::Regression) r.shown = room.take(r.bytes);
+  }
+  for (GateSection& g : gates) {
+    for (GateRuleLine& rule : g.rules) {
+      if (!rule.failing) rule.shown = room.take(rule.line.size());
+    }
+  }
+  for (RowLine& r : folded_rows) r.shown = room.take(r.bytes);
+
+  out += sites;
+  size_t dropped = 0, dropped_regressions = 0;
+  auto add_rows = [&](const std::vector<RowLine>& rows) {
+    for (const RowLine& r : rows) {
+      if (r.shown) {
+        out += markdown_row(cells(*r.row, icon(r.row->change), c.time_options));
+      } else {
+        ++dropped;
+        if (r.row->change == Change::Regression) ++dropped_regressions;
+      }
+    }
+  };
+  if (!changed_rows.empty()) {
+    out += changed_heading;
+    add_rows(changed_rows);
   } else {
-    out += "\nNothing changed.\n";
+    out += nothing_changed;
   }
-  if (folded > 0) {
-    out += "\n<details><summary>" + std::to_string(c.count(Change::Unchanged)) + " unchanged, " +
-           std::to_string(c.count(Change::Info)) + " informational</summary>\n\n" +
-           markdown_table_header(header(), kAlignment);
-    add_rows(false);
-    out += "\n</details>\n";
+  if (!folded_rows.empty()) {
+    out += folded_heading;
+    add_rows(folded_rows);
+    out += folded_end;
   }
-  if (dropped > 0) {
-    out += "\n" + std::to_string(dropped) +
-           " rows left out to stay under the size limit; `bench compare --format json` has "
-           "them all.\n";
+  out += rows_left_out(dropped, dropped_regressions);
+  // The gates come last, each with its failing rules first.
+  for (const GateSection& g : gates) {
+    out += g.heading;
+    size_t left_out = 0, left_out_failing = 0;
+    for (const GateRuleLine& rule : g.rules) {
+      if (rule.shown) {
+        out += rule.line;
+      } else {
+        ++left_out;
+        if (rule.failing) ++left_out_failing;
+      }
+    }
+    out += g.trailer + rules_left_out(left_out, left_out_failing);
   }
-  return out + tail;
+  return out;
 }
 
 const std::vector<std::string>& comparison_columns() { return header(); }

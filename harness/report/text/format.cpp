@@ -78,16 +78,63 @@ std::vector<std::string> variant_summary_cells(const VariantResult& v) {
   return cells;
 }
 
+namespace {
+
+// `c`, or \xNN for a control character (below 0x20, and 0x7f).
+void append_printable(std::string& out, char c) {
+  const auto u = static_cast<unsigned char>(c);
+  if (u >= 0x20 && u != 0x7f) {
+    out += c;
+    return;
+  }
+  char hex[8];
+  std::snprintf(hex, sizeof hex, "\\x%02x", u);
+  out += hex;
+}
+
+}  // namespace
+
+std::string printable(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) append_printable(out, c);
+  return out;
+}
+
 std::string markdown_cell(const std::string& text) {
   std::string out;
-  for (char c : text) {
-    if (c == '|') {
-      out += "\\|";
-    } else {
-      out += (c == '\n' || c == '\r') ? ' ' : c;
+  out.reserve(text.size());
+  for (const char c : text) {
+    switch (c) {
+      case '|': out += "\\|"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '\n':
+      case '\r': out += ' '; break;
+      default: append_printable(out, c);
     }
   }
   return out;
+}
+
+std::string markdown_code(const std::string& text) {
+  std::string body;
+  size_t run = 0;
+  size_t longest = 0;  // the longest run of backticks: the fence is one longer
+  for (const char c : text) {
+    run = c == '`' ? run + 1 : 0;
+    longest = std::max(longest, run);
+    if (c == '\n' || c == '\r') {
+      body += ' ';
+    } else {
+      append_printable(body, c);
+    }
+  }
+  const std::string fence(longest + 1, '`');
+  // A space inside each fence when the text starts or ends with a backtick (CommonMark strips it).
+  const bool pad = !body.empty() && (body.front() == '`' || body.back() == '`');
+  return fence + (pad ? " " : "") + body + (pad ? " " : "") + fence;
 }
 
 std::string markdown_table_header(const std::vector<std::string>& header,

@@ -26,9 +26,19 @@ std::vector<std::string> variant_summary_header();
 std::string variant_summary_alignment();  // TextTable alignment of the columns above
 std::vector<std::string> variant_summary_cells(const VariantResult& variant);
 
-// Markdown tables: a cell with pipes escaped and line breaks flattened; the header line and its
+// `text` with every control character (below 0x20, and 0x7f) as \xNN: what a terminal or a file
+// of lines shows of a name read from a report, so that a NUL, an escape sequence or a line break
+// in it cannot end, erase or forge a line. TextTable applies it to every cell.
+std::string printable(const std::string& text);
+
+// Markdown tables: a cell with pipes escaped, line breaks flattened, other control characters as
+// \xNN and <, >, & as entities (a name in a report never becomes HTML); the header line and its
 // alignment line ('r': right-aligned, else left); one row of `columns` cells.
 std::string markdown_cell(const std::string& text);
+// `text` as an inline code span outside a table (no entities there: a code span shows them as
+// written): line breaks flattened, control characters as \xNN, fenced with one backtick more than
+// its longest run of them.
+std::string markdown_code(const std::string& text);
 std::string markdown_table_header(const std::vector<std::string>& header, const std::string& alignment);
 std::string markdown_table_row(const std::vector<std::string>& row, size_t columns);
 

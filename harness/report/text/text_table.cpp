@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "harness/report/text/format.h"
+
 namespace harness {
 namespace {
 
@@ -13,12 +15,20 @@ size_t display_width(const std::string& text) {
   }));
 }
 
+// Every cell as printable() shows it: a cell is one line of the table, whatever it holds.
+std::vector<std::string> printable_cells(std::vector<std::string> cells) {
+  for (std::string& cell : cells) cell = printable(cell);
+  return cells;
+}
+
 }  // namespace
 
 TextTable::TextTable(std::vector<std::string> header, std::string alignment)
-    : alignment_(std::move(alignment)), header_(std::move(header)) {}
+    : alignment_(std::move(alignment)), header_(printable_cells(std::move(header))) {}
 
-void TextTable::add_row(std::vector<std::string> cells) { rows_.push_back(std::move(cells)); }
+void TextTable::add_row(std::vector<std::string> cells) {
+  rows_.push_back(printable_cells(std::move(cells)));
+}
 
 std::string TextTable::render(const std::string& indent) const {
   std::vector<const std::vector<std::string>*> lines;

@@ -8,7 +8,8 @@ namespace harness {
 // Owns the cells of one table and lays them out in columns two spaces apart. Each column is left-
 // ('l') or right-aligned ('r'). A row with fewer cells than columns lets its last cell run on past
 // the columns (for example "FAILED: <error>"); such a cell does not widen its column. Widths count
-// UTF-8 characters, not bytes, so "µs" aligns.
+// UTF-8 characters, not bytes, so "µs" aligns. Control characters in a cell show as \xNN
+// (printable(), format.h): a cell never breaks its line.
 class TextTable {
  public:
   // `alignment` has one letter per column; `header` is empty (no header) or one cell per column.
