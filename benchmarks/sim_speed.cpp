@@ -24,6 +24,7 @@
 // 26): a step within 1.25x of the CPU, each op within 1.5x. Not a test: timings on a shared machine
 // are noisy.
 #include <ATen/ATen.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -231,8 +232,11 @@ int main(int argc, char** argv) {
   }
 
   harness::EventCollector collector;  // sim counts as it does in bench; the CPU has nothing to count
+  // On a terminal the progress line is rewritten in place; into a file or a pipe (a CI log) each
+  // round is a line of its own.
+  const bool terminal = ::isatty(STDERR_FILENO) != 0;
   for (int r = 0; r < rounds; ++r) {
-    std::fprintf(stderr, "\rround %d/%d", r + 1, rounds);
+    std::fprintf(stderr, terminal ? "\rround %d/%d" : "round %d/%d\n", r + 1, rounds);
     for (Row& row : rows) {
       for (int side = 0; side < 2; ++side) {
         const bool on_sim = (side + r) % 2 == 1;
@@ -244,7 +248,7 @@ int main(int argc, char** argv) {
       }
     }
   }
-  std::fprintf(stderr, "\n");
+  if (terminal) std::fprintf(stderr, "\n");
 
   nlohmann::json out = nlohmann::json::array();
   std::printf("%-8s %12s %12s  %s\n", "case", "cpu median", "sim median",

@@ -505,6 +505,58 @@ class BadInput(unittest.TestCase):
         self.assertRegex(run.stderr, r"--device cuda: (this build has no CUDA support|no GPU is usable)")
 
 
+class HostileNames(unittest.TestCase):
+    """A name read from a report (a variant with a NUL, an escape, a line break, HTML) shows
+    escaped in compare's text and markdown: it can neither end nor forge a line, nor become HTML
+    (issue 43: before, the NUL went raw into both and <b> into the markdown)."""
+
+    def test_compare_text_and_markdown_escape_names(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            base, head = os.path.join(tmp, "base.json"), os.path.join(tmp, "head.json")
+            run = bench("--scenario", "resume_adam", "--device", "sim", "--steps", "1",
+                        "--variant", "fresh/foreach", "--out", base, "--quiet")
+            self.assertEqual(run.returncode, 0, run.stderr)
+            with open(base) as f:
+                report = json.load(f)
+            variant = report["scenarios"][0]["variants"][0]
+            variant["name"] = "fresh\0<b>x</b>\x1b[2J\nREGRESSION"
+            variant["per_step"]["sync.count"] = 0
+            with open(base, "w") as f:
+                json.dump(report, f)
+            variant["per_step"]["sync.count"] = 1
+            with open(head, "w") as f:
+                json.dump(report, f)
+            text = subprocess.run([BENCH, "compare", base, head], capture_output=True,
+                                  stdin=subprocess.DEVNULL, timeout=60)
+            md = subprocess.run([BENCH, "compare", base, head, "--format", "markdown"],
+                                capture_output=True, stdin=subprocess.DEVNULL, timeout=60)
+        for run in (text, md):
+            self.assertEqual(run.returncode, 1, run.stderr)
+            for raw in (b"\0", b"\x1b", b"\nREGRESSION"):
+                self.assertNotIn(raw, run.stdout)
+        self.assertIn(b"fresh\\x00<b>x</b>\\x1b[2J\\x0aREGRESSION", text.stdout)
+        self.assertIn(b"fresh\\x00&lt;b&gt;x&lt;/b&gt;\\x1b[2J REGRESSION", md.stdout)
+        self.assertNotIn(b"<b>", md.stdout)
+
+
+class SimSpeed(unittest.TestCase):
+    """benchmarks/sim_speed's progress: a line per round into a file or pipe (a CI log), one line
+    rewritten in place on a terminal. Before, a log read "round 1/2round 2/2" (issue 43)."""
+
+    def test_a_line_per_round_when_not_a_terminal(self):
+        sim_speed = os.environ.get("SIM_SPEED")
+        if not sim_speed:
+            self.skipTest("the benchmarks are not built (HARNESS_BUILD_BENCHMARKS=OFF)")
+        # Bytes: text mode would read each carriage return as a line break.
+        run = subprocess.run([sim_speed, "--rounds", "3", "--case", "add_"], capture_output=True,
+                             timeout=300, stdin=subprocess.DEVNULL)
+        self.assertEqual(run.returncode, 0, run.stderr)
+        self.assertNotIn(b"\r", run.stderr)
+        self.assertEqual([l for l in run.stderr.split(b"\n") if l.startswith(b"round")],
+                         [b"round 1/3", b"round 2/3", b"round 3/3"])
+        self.assertIn(b"add_", run.stdout)
+
+
 class Listing(unittest.TestCase):
     def test_list_shows_scenarios_and_variants(self):
         run = bench("--list")
