@@ -55,6 +55,8 @@ std::string read_input_file(const std::string& path, const std::string& what, si
   if (S_ISREG(st.st_mode) && static_cast<size_t>(st.st_size) > limit) fail(too_big);
   if (!from_stdin) ::fcntl(in.fd, F_SETFL, ::fcntl(in.fd, F_GETFL) & ~O_NONBLOCK);
   std::string text;
+  // A regular file's size, once: growing by doubling would hold up to twice the file.
+  if (S_ISREG(st.st_mode)) text.reserve(static_cast<size_t>(st.st_size));
   char buffer[1 << 16];
   for (;;) {
     // A blocking read restarts after a stop signal (SA_RESTART), so a read from a pipe or terminal

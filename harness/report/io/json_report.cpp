@@ -147,20 +147,31 @@ ReportJson to_json(const RunReport& report) {
   return out;
 }
 
-RunReport parse_report_text(const std::string& text, const std::string& source) {
-  ReportJson json;
+namespace {
+
+ReportJson parse_report_json(const std::string& text, const std::string& source) {
   try {
-    json = parse_json_without_duplicate_keys<ReportJson>(text);
+    return parse_json_without_duplicate_keys<ReportJson>(text);
   } catch (const ReportJson::exception& e) {  // parse errors, and numbers out of range
     throw InputError("report '" + source + "' is not valid JSON: " + e.what());
   } catch (const DuplicateKey& e) {
     throw InputError("report '" + source + "': " + e.what() + " in one object");
   }
-  return report_from_json(json, source);
+}
+
+}  // namespace
+
+RunReport parse_report_text(const std::string& text, const std::string& source) {
+  return report_from_json(parse_report_json(text, source), source);
 }
 
 RunReport read_report_file(const std::string& path) {
-  return parse_report_text(read_input_file(path, "report"), path);
+  // Each form is let go as soon as the next is built: the text once parsed, each variant's JSON
+  // once read (report_from_json of an rvalue), so that the three never add up.
+  std::string text = read_input_file(path, "report");
+  ReportJson json = parse_report_json(text, path);
+  std::string().swap(text);
+  return report_from_json(std::move(json), path);
 }
 
 void write_report_file(const std::string& path, const RunReport& report) {

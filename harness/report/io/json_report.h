@@ -33,6 +33,9 @@ ReportJson value_json(const std::optional<double>& value);
 // Reads a report (typically a baseline). Unknown fields are ignored. Throws InputError naming
 // `source_name` and the offending field when the JSON is not a report of schema major version 1.
 RunReport report_from_json(const ReportJson& json, const std::string& source_name);
+// The same, letting go of each variant's JSON as soon as it is read: the document and the report
+// are never both whole in memory.
+RunReport report_from_json(ReportJson&& json, const std::string& source_name);
 
 // Reads and parses a report file. Throws InputError when it cannot be read, is not JSON (the
 // message carries the parser's position) or is not a valid report.

@@ -126,6 +126,7 @@ class MeasurementReader {
   }
   std::vector<Measurement> list(const Node& values) const {
     std::vector<Measurement> out;
+    out.reserve(values.object().size());  // (a report holds millions: no doubling slack)
     values.for_each_entry(
         [&](const std::string& name, const Node& v) { out.push_back(measurement(name, v)); });
     return out;
@@ -243,6 +244,7 @@ VariantResult read_variant(const Node& v, const MeasurementReader& reader) {
   if (auto n = v.find("samples")) {
     n->for_each_entry([&](const std::string& name, const Node& list) {
       std::vector<double>& values = out.samples[name];
+      if (list.json().is_array()) values.reserve(list.json().size());
       list.for_each_item([&](const Node& x) {
         const ReportJson& value = x.json();
         if (!value.is_number() || !std::isfinite(value.get<double>()) || value.get<double>() < 0) {
@@ -264,7 +266,9 @@ VariantResult read_variant(const Node& v, const MeasurementReader& reader) {
 }
 
 // `world_size`: the run's, for reports older than 1.1 that had no per-scenario world size.
-ScenarioResult read_scenario(const Node& s, const MeasurementReader& reader, int world_size) {
+// `let_go`: set each variant's JSON to null once read (the document is the caller's to spend).
+ScenarioResult read_scenario(const Node& s, const MeasurementReader& reader, int world_size,
+                             bool let_go) {
   ScenarioResult out;
   out.world_size = world_size;
   out.name = s.member("name").string();
@@ -273,7 +277,11 @@ ScenarioResult read_scenario(const Node& s, const MeasurementReader& reader, int
   out.config = opt_string_map(s, "config");
   if (auto n = s.find("world_size")) out.world_size = static_cast<int>(n->integer());
   if (auto n = s.find("variants")) {
-    n->for_each_item([&](const Node& v) { out.variants.push_back(read_variant(v, reader)); });
+    n->for_each_item([&](const Node& v) {
+      out.variants.push_back(read_variant(v, reader));
+      // The document is not const where let_go is set: report_from_json(ReportJson&&) owns it.
+      if (let_go) const_cast<ReportJson&>(v.json()) = nullptr;
+    });
   }
   if (auto n = s.find("tables")) {
     n->for_each_item([&](const Node& t) {
@@ -291,9 +299,7 @@ ScenarioResult read_scenario(const Node& s, const MeasurementReader& reader, int
   return out;
 }
 
-}  // namespace
-
-RunReport report_from_json(const ReportJson& json, const std::string& source_name) {
+RunReport read_report(const ReportJson& json, const std::string& source_name, bool let_go) {
   const Node root(json, "", source_name);
   root.object();
   check_schema_version(root);
@@ -302,9 +308,20 @@ RunReport report_from_json(const ReportJson& json, const std::string& source_nam
   if (auto p = root.find("provenance")) out.provenance = read_provenance(*p);
   out.warnings = opt_strings(root, "warnings");
   root.member("scenarios").for_each_item([&](const Node& s) {
-    out.scenarios.push_back(read_scenario(s, reader, out.provenance.world_size));
+    out.scenarios.push_back(read_scenario(s, reader, out.provenance.world_size, let_go));
   });
   return out;
+}
+
+}  // namespace
+
+RunReport report_from_json(const ReportJson& json, const std::string& source_name) {
+  return read_report(json, source_name, /*let_go=*/false);
+}
+
+RunReport report_from_json(ReportJson&& json, const std::string& source_name) {
+  ReportJson document = std::move(json);  // spent here, whatever happens
+  return read_report(document, source_name, /*let_go=*/true);
 }
 
 }  // namespace harness
