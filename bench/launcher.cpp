@@ -1,7 +1,6 @@
 #include "bench/launcher.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -88,61 +87,6 @@ pid_t spawn_rank(const std::vector<std::string>& argv, int rank, int world, int 
   ::_exit(127);
 }
 
-// Removes a directory once the launcher is gone, however it ends. SIGKILL runs no destructor, and
-// the kernel kills the ranks (PR_SET_PDEATHSIG) but leaves their TMPDIR folder. So a detached
-// process (a grandchild in its own session: a kill of the caller's process group does not reach
-// it, and it is nobody's child to count) reads the ranks' pids from a socket only the launcher holds.
-// End of file means the launcher has gone: it waits up to 10 s for those ranks to end, then
-// removes the directory. After a normal end the launcher has removed it already: nothing to do.
-class RemoveWhenGone {
- public:
-  explicit RemoveWhenGone(const std::string& dir) {
-    // A socket pair rather than a pipe: send() with MSG_NOSIGNAL cannot kill the launcher with
-    // SIGPIPE if the remover is gone.
-    int fds[2];
-    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
-      throw std::runtime_error(std::string("socketpair: ") + std::strerror(errno));
-    }
-    // Built before fork: the children only call async-signal-safe functions.
-    static const char* kScript =
-        "pids=$(cat); for p in $pids; do n=0; while kill -0 \"$p\" 2>/dev/null && [ $n -lt 200 ]; "
-        "do sleep 0.05; n=$((n+1)); done; done; exec rm -rf -- \"$0\"";
-    const char* argv[] = {"/bin/sh", "-c", kScript, dir.c_str(), nullptr};
-    const pid_t child = ::fork();
-    if (child < 0) {
-      ::close(fds[0]);
-      ::close(fds[1]);
-      throw std::runtime_error(std::string("fork: ") + std::strerror(errno));
-    }
-    if (child == 0) {
-      ::setsid();
-      if (::fork() != 0) ::_exit(0);  // the grandchild goes on, adopted by init
-      const int null = ::open("/dev/null", O_RDWR);
-      ::dup2(fds[0], 0);
-      ::dup2(null, 1);
-      ::dup2(null, 2);
-      ::execv("/bin/sh", const_cast<char* const*>(argv));
-      ::_exit(127);
-    }
-    ::close(fds[0]);
-    write_fd_ = fds[1];
-    int ignored = 0;
-    while (::waitpid(child, &ignored, 0) < 0 && errno == EINTR) {
-    }
-  }
-  ~RemoveWhenGone() { ::close(write_fd_); }
-  RemoveWhenGone(const RemoveWhenGone&) = delete;
-  RemoveWhenGone& operator=(const RemoveWhenGone&) = delete;
-
-  void also_wait_for(pid_t pid) const {
-    const std::string line = std::to_string(pid) + "\n";
-    [[maybe_unused]] const ssize_t n = ::send(write_fd_, line.data(), line.size(), MSG_NOSIGNAL);
-  }
-
- private:
-  int write_fd_ = -1;
-};
-
 }  // namespace
 
 std::vector<std::string> without_nproc(const std::vector<std::string>& argv) {
@@ -163,17 +107,14 @@ ExitCode launch_local_ranks(const std::vector<std::string>& argv, int nproc,
   install_stop_handlers();
   const int port = free_loopback_port();
   // The ranks' TMPDIR, removed when the launcher returns (a rank killed before it could clean up
-  // leaves nothing behind), or by the remover when the launcher was killed. Declared in this
-  // order so that the launcher removes the folder before the remover is told it has gone.
-  std::optional<RemoveWhenGone> remover;
+  // leaves nothing behind), or by its remover when the launcher was killed: after the ranks.
   const TempDir temp_dir("harness-ranks-");
-  remover.emplace(temp_dir.path());
 
   std::vector<pid_t> pids;
   std::vector<std::optional<int>> status(static_cast<size_t>(nproc));
   for (int r = 0; r < nproc; ++r) {
     pids.push_back(spawn_rank(argv, r, nproc, port, world_from_scenarios, temp_dir.path()));
-    remover->also_wait_for(pids.back());
+    temp_dir.remove_after(pids.back());
   }
 
   std::optional<int> failed_rank;
