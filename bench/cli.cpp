@@ -3,8 +3,13 @@
 #include <CLI/CLI.hpp>
 #include <c10/util/Exception.h>
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <iostream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "bench/compare_command.h"
 #include "bench/history_command.h"
@@ -28,6 +33,50 @@ std::string default_ranks() {
   return out.empty() ? "1 for every scenario" : out + "; the others 1";
 }
 
+// An empty path would silently mean no output (or no input): refused, as `python -m
+// harness_sim run` refuses it ("--out: an empty path").
+const CLI::Validator kNotEmpty(
+    [](std::string& path) { return path.empty() ? std::string("an empty path") : std::string(); },
+    "", "not empty");
+
+// What names one output file: "-" (stdout), or the path made absolute with its symlinks resolved;
+// "" for a device (/dev/null), which any number of outputs may share.
+std::string output_identity(const std::string& path) {
+  if (path == "-") return path;
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISCHR(st.st_mode)) return "";
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::path at = fs::absolute(path, error);
+  // A symlink names its target, whether the target exists yet or not (a dangling link is
+  // written through too, see write_file_atomically).
+  for (int hops = 0; hops < 40 && fs::is_symlink(at, error); ++hops) {
+    const fs::path target = fs::read_symlink(at, error);
+    if (error) break;
+    at = target.is_absolute() ? target : at.parent_path() / target;
+  }
+  const fs::path resolved = fs::weakly_canonical(at, error);
+  return error ? at.lexically_normal().string() : resolved.string();
+}
+
+// Two outputs on one path would silently replace one with the other: refused before anything runs
+// (InputError, exit 2), in the words of `python -m harness_sim run`.
+void check_distinct_outputs(const std::vector<std::pair<const char*, std::string>>& outputs) {
+  std::vector<std::pair<const char*, std::string>> seen;  // option, identity
+  for (const auto& [option, path] : outputs) {
+    if (path.empty()) continue;
+    const std::string identity = output_identity(path);
+    if (identity.empty()) continue;
+    for (const auto& [other, other_identity] : seen) {
+      if (other_identity == identity) {
+        throw InputError(std::string(other) + " and " + option + " name one file, " + path +
+                         ": each output needs its own");
+      }
+    }
+    seen.emplace_back(option, identity);
+  }
+}
+
 void define_flags(CLI::App& app, BenchOptions& o) {
   app.add_option("-s,--scenario", o.scenarios, "Scenario to run (repeatable; `all`: every one); --list shows them");
   app.add_option("-d,--device", o.device, "auto (cuda if usable, else sim), sim, cuda or cpu")
@@ -42,36 +91,45 @@ void define_flags(CLI::App& app, BenchOptions& o) {
                  "Only variants matching this glob, e.g. 'resume_*/foreach' (repeatable)");
   app.add_option("--steps", o.run.steps, "Measured steps (default: the preset's)")
       ->check(CLI::Range(1, 1000000));
-  app.add_option("-o,--out", o.json_out, "Write the JSON report (schema v1) to this file");
-  app.add_option("--markdown", o.markdown_out, "Write a markdown summary to this file");
+  app.add_option("-o,--out", o.json_out, "Write the JSON report (schema v1) to this file")
+      ->check(kNotEmpty);
+  app.add_option("--markdown", o.markdown_out, "Write a markdown summary to this file")
+      ->check(kNotEmpty);
   app.add_option("--html", o.html_out,
                  "Write a self-contained HTML page (charts of counts by phase, scaling, step "
                  "times, memory; gate outcomes; with --baseline, base and head side by side) to "
-                 "this file");
+                 "this file")
+      ->check(kNotEmpty);
   app.add_option("--trace", o.trace_out,
                  "Write a trace (phases, variants, steps, device events) to this file (chrome) or "
-                 "directory (kineto)");
+                 "directory (kineto)")
+      ->check(kNotEmpty);
   app.add_option("--trace-format", o.trace_format,
                  "chrome: one Chrome/Perfetto trace file, ranks merged; kineto: one file per "
                  "rank in the --trace directory, shaped as PyTorch's profiler writes (for HTA)")
       ->check(CLI::IsMember({"chrome", "kineto"}));
   app.add_option("--gbench-out", o.gbench_out,
                  "Write the run in Google Benchmark's JSON format (compare.py, "
-                 "github-action-benchmark, Bencher) to this file");
+                 "github-action-benchmark, Bencher) to this file")
+      ->check(kNotEmpty);
   app.add_flag("--gbench-repetitions", o.gbench_repetitions,
                "In --gbench-out, one entry per measured step plus mean/median/stddev aggregates "
                "(for compare.py's U test)");
-  app.add_option("-g,--gate", o.gates, "Evaluate this gate file; exit 1 if a rule fails (repeatable)");
+  app.add_option("-g,--gate", o.gates, "Evaluate this gate file; exit 1 if a rule fails (repeatable)")
+      ->check(kNotEmpty);
   app.add_option("--expect", o.expect,
                  "Check the run's sync and copy sites by line against this expectations file "
                  "(docs/expectations.md); exit 1 on a site not in it or above its count")
+      ->check(kNotEmpty)
       ->check(CLI::ExistingFile);
   app.add_option("--write-expectations", o.write_expectations,
                  "Write the run's sync and copy sites by line, with their counts per step, as an "
-                 "expectations file to edit and commit");
+                 "expectations file to edit and commit")
+      ->check(kNotEmpty);
   app.add_option("--baseline", o.baseline,
                  "Baseline report for the gates' baseline rules (and --html's side-by-side "
-                 "charts)");
+                 "charts)")
+      ->check(kNotEmpty);
   app.add_flag("--strict", o.strict,
                "A statistical time rule that cannot decide (too few samples) fails its gate");
   app.add_flag("--allow-missing", o.allow_missing,
@@ -114,20 +172,27 @@ CLI::App* define_compare(CLI::App& app, CompareOptions& o) {
       "Compare two reports: every count and time of every variant side by side, what changed and "
       "the verdict. Exit codes: 0 nothing regressed, 1 a regression (or a failing gate), 2 bad "
       "input.");
-  compare->add_option("base", o.base, "The base report (e.g. from the target branch)")->required();
-  compare->add_option("head", o.head, "The head report (e.g. from the pull request)")->required();
+  compare->add_option("base", o.base, "The base report (e.g. from the target branch)")
+      ->required()
+      ->check(kNotEmpty);
+  compare->add_option("head", o.head, "The head report (e.g. from the pull request)")
+      ->required()
+      ->check(kNotEmpty);
   compare->add_option("-f,--format", o.format,
                       "text, markdown (for $GITHUB_STEP_SUMMARY), json or html (the --html page, "
                       "base and head side by side)")
       ->check(CLI::IsMember({"text", "markdown", "json", "html"}))
       ->capture_default_str();
-  compare->add_option("-o,--out", o.out, "Write to this file (atomically) instead of stdout");
+  compare->add_option("-o,--out", o.out, "Write to this file (atomically) instead of stdout")
+      ->check(kNotEmpty);
   compare->add_option("--html", o.html,
                       "Also write the HTML page (base and head side by side in every chart, what "
-                      "changed, the gates) to this file");
+                      "changed, the gates) to this file")
+      ->check(kNotEmpty);
   compare->add_option("-g,--gate", o.gates,
                       "Evaluate this gate file on the pair: head is the run, base the baseline "
-                      "(repeatable)");
+                      "(repeatable)")
+      ->check(kNotEmpty);
   compare->add_flag("--strict", o.strict, "Inconclusive time comparisons fail too");
   compare->add_flag("--allow-missing", o.allow_missing,
                     "A gate rule for a scenario or variant head left out is skipped (by default "
@@ -175,7 +240,9 @@ HistoryCommands define_history(CLI::App& app, HistoryOptions& o) {
   c.add = history->add_subcommand(
       "add", "Add reports as runs (the same report twice is a no-op). Exit codes: 0, 2 bad input "
              "(a corrupt or foreign database file is never written).");
-  c.add->add_option("reports", o.reports, "Report files (JSON, schema v1)")->required();
+  c.add->add_option("reports", o.reports, "Report files (JSON, schema v1)")
+      ->required()
+      ->check(kNotEmpty);
   c.add->add_option("--commit", o.labels.commit, "The runs' commit (default: the report's git sha)");
   c.add->add_option("--branch", o.labels.branch, "The runs' branch");
   c.add->add_option("--date", o.labels.date,
@@ -187,7 +254,7 @@ HistoryCommands define_history(CLI::App& app, HistoryOptions& o) {
   c.show = history->add_subcommand("show", "Every series with its changes: text, JSON or an HTML "
                                            "page of trend charts.");
   for (CLI::App* sub : {c.add, c.check, c.show}) {
-    sub->add_option("--db", o.db, "The history file (SQLite)")->required();
+    sub->add_option("--db", o.db, "The history file (SQLite)")->required()->check(kNotEmpty);
   }
   for (CLI::App* sub : {c.check, c.show}) {
     sub->add_option("--scenario", o.filter.scenario, "Only this scenario's series");
@@ -227,7 +294,8 @@ HistoryCommands define_history(CLI::App& app, HistoryOptions& o) {
   c.show->add_option("-f,--format", o.format, "text, json or html (trend charts)")
       ->check(CLI::IsMember({"text", "json", "html"}))
       ->capture_default_str();
-  c.show->add_option("-o,--out", o.out, "Write to this file (atomically) instead of stdout");
+  c.show->add_option("-o,--out", o.out, "Write to this file (atomically) instead of stdout")
+      ->check(kNotEmpty);
   return c;
 }
 
@@ -253,7 +321,7 @@ int bench_main(int argc, char** argv) {
       "merge",
       "Merge reports of one command run in separate processes into one, as --repetitions does "
       "(to interleave two builds process by process, then compare). Exit codes: 0, 2 bad input.");
-  merge->add_option("out", merge_options.out, "The merged report")->required();
+  merge->add_option("out", merge_options.out, "The merged report")->required()->check(kNotEmpty);
   merge->add_option("reports", merge_options.reports, "The reports, in the order they ran")
       ->required();
   HistoryOptions history_options;
@@ -266,11 +334,20 @@ int bench_main(int argc, char** argv) {
     return static_cast<int>(ExitCode::BadInput);
   }
   try {
-    if (compare->parsed()) return static_cast<int>(run_compare(compare_options));
+    if (compare->parsed()) {
+      check_distinct_outputs({{"--out", compare_options.out}, {"--html", compare_options.html}});
+      return static_cast<int>(run_compare(compare_options));
+    }
     if (merge->parsed()) return static_cast<int>(run_merge(merge_options));
     if (history.add->parsed()) return static_cast<int>(run_history_add(history_options));
     if (history.check->parsed()) return static_cast<int>(run_history_check(history_options));
     if (history.show->parsed()) return static_cast<int>(run_history_show(history_options));
+    check_distinct_outputs({{"--out", options.json_out},
+                            {"--markdown", options.markdown_out},
+                            {"--html", options.html_out},
+                            {"--trace", options.trace_out},
+                            {"--gbench-out", options.gbench_out},
+                            {"--write-expectations", options.write_expectations}});
     install_stop_handlers();
     return static_cast<int>(run_bench(options));
   } catch (const Interrupted& stop) {

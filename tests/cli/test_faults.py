@@ -184,6 +184,28 @@ class Interrupts(unittest.TestCase, Leftovers):
         time.sleep(1)
         self.assertEqual(os.listdir(run.outdir), [], "a report was written after the kill")
 
+    def test_killed_single_process_leaves_no_scratch(self):
+        # A plain bench killed by SIGKILL left its scratch folder and checkpoints
+        # ($TMPDIR/harness-*/.../step=N.ckpt) every time (issue 43): its detached remover, as a
+        # launcher's, removes the folder once the process has gone.
+        # (fresh/foreach checkpoints at step N = --steps, then trains N more steps)
+        run = Run(self, "--scenario", "resume_adam", "--device", "sim", "--steps", "200")
+        run.wait_for("[resume_adam 1/")
+        deadline = time.time() + 120
+        checkpoints = []
+        while not checkpoints and time.time() < deadline and run.proc.poll() is None:
+            checkpoints = [f for _, _, files in os.walk(run.tmpdir) for f in files
+                           if f.endswith(".ckpt")]
+            time.sleep(0.05)
+        self.assertTrue(checkpoints, "no checkpoint in the scratch folder:\n" + run.stderr())
+        run.proc.kill()
+        self.assertEqual(run.wait(), -signal.SIGKILL)
+        deadline = time.time() + 10
+        while os.listdir(run.tmpdir) and time.time() < deadline:
+            time.sleep(0.05)
+        self.assertEqual(os.listdir(run.tmpdir), [], "the scratch folder was left behind")
+        self.assertEqual(os.listdir(run.outdir), [], "a report was written after the kill")
+
     def test_more_ranks_than_sim_devices_is_bad_input_before_any_starts(self):
         started = time.time()
         r = subprocess.run([BENCH, "--scenario", "zero_broadcast", "--device", "sim", "--nproc",
@@ -350,6 +372,42 @@ class Outputs(unittest.TestCase):
 
     def test_gate_path_that_is_a_directory_is_bad_input(self):
         self.assert_bad_input_before_the_run(self.bench("--gate", self.tmp), "is a directory")
+
+    def test_two_outputs_on_one_path_exit_2_before_the_run(self):
+        # Before, the later output silently replaced the report (issue 43).
+        out = os.path.join(self.tmp, "r.json")
+        link = os.path.join(self.tmp, "link.json")
+        os.symlink("r.json", link)
+        for args, message in [
+                (("-o", out, "--html", out), "--out and --html name one file, " + out),
+                (("-o", out, "--markdown", out), "--out and --markdown name one file, " + out),
+                (("--markdown", out, "--gbench-out", link),
+                 "--markdown and --gbench-out name one file, " + link),
+                (("-o", "-", "--markdown", "-"), "--out and --markdown name one file, -")]:
+            with self.subTest(args=args):
+                self.assert_bad_input_before_the_run(self.bench(*args), message)
+                self.assertIn("each output needs its own", self.bench(*args).stderr)
+        self.assertEqual(sorted(os.listdir(self.tmp)), ["link.json"], "something was written")
+        r = subprocess.run([BENCH, "compare", "base.json", "head.json", "-o", out, "--html", out],
+                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--out and --html name one file, " + out, r.stderr)
+
+    def test_empty_path_exits_2_before_the_run(self):
+        # Before, an empty --out (or --html, --baseline, ...) silently meant none (issue 43).
+        for option in ("-o", "--out", "--markdown", "--html", "--trace", "--gbench-out",
+                       "--write-expectations", "--gate", "--baseline", "--expect"):
+            with self.subTest(option=option):
+                named = "--out" if option == "-o" else option
+                self.assert_bad_input_before_the_run(self.bench(option, ""),
+                                                     named + ": an empty path")
+        self.assertEqual(os.listdir(self.tmp), [], "something was written")
+        for args in (("-o", ""), ("--html", "")):
+            r = subprocess.run([BENCH, "compare", "base.json", "head.json", *args],
+                               capture_output=True, text=True, timeout=60,
+                               stdin=subprocess.DEVNULL)
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn(": an empty path", r.stderr)
 
 
 class Inputs(unittest.TestCase):
