@@ -19,7 +19,8 @@
 #   HARNESS_CI_STEPS (default: 20, enough for the time test's 10 samples a side),
 #   HARNESS_CI_REPETITIONS (default: 3: the run in 3 fresh processes, which a time verdict between
 #   two runs needs; see docs/ci.md),
-#   HARNESS_MAX_RATIO (default: bench compare's, 1.10),
+#   HARNESS_MAX_RATIO (default: 2.0: consecutive runs of one build on this shared 2-core VM moved
+#   every one of 3 processes by up to 1.9x; see docs/ci.md),
 #   HARNESS_HISTORY_MIN_MAGNITUDE (default: 1.0), HARNESS_CI_HISTORY (default: none), HARNESS_CI_BRANCH (default: none),
 #   HARNESS_CI_SINCE (default: 5: a regression starting in the newest 5 runs fails the check).
 set -euo pipefail
@@ -29,7 +30,7 @@ out=$1
 base=${2:-}
 if [ -n "${BENCH:-}" ]; then bench=("$BENCH"); else bench=("$repo/scripts/bench.sh"); fi
 scenarios=${HARNESS_CI_SCENARIOS:-all}
-max_ratio=${HARNESS_MAX_RATIO:-1.10}
+max_ratio=${HARNESS_MAX_RATIO:-2.0}
 mkdir -p "$out"
 [ -z "$base" ] || [ -f "$base" ] || { echo "ci_bench: base report '$base' does not exist" >&2; exit 2; }
 
