@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "harness/errors.h"
+#include "harness/report/text/format.h"
 
 namespace harness::history {
 namespace {
@@ -110,20 +111,7 @@ std::string utc_date(const std::string& iso) {
   return out;
 }
 
-std::string escaped(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u >= 0x20 && u != 0x7f) {
-      out += c;
-      continue;
-    }
-    char hex[8];
-    std::snprintf(hex, sizeof hex, "\\x%02x", u);
-    out += hex;
-  }
-  return out;
-}
+std::string escaped(const std::string& text) { return printable(text); }
 
 Run run_of(const RunReport& report, const RunLabels& labels, const std::string& source) {
   const Provenance& p = report.provenance;
