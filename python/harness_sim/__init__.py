@@ -66,3 +66,7 @@ register_distributed_backend()
 from ._lightning_run import install_import_hook as _install_lightning_hook  # noqa: E402
 
 _install_lightning_hook()  # Trainer(accelerator="sim") once Lightning is imported
+
+from ._deepspeed_run import install_import_hook as _install_deepspeed_hook  # noqa: E402
+
+_install_deepspeed_hook()  # sim as DeepSpeed's accelerator under run or with DS_ACCELERATOR=sim

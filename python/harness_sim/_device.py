@@ -162,6 +162,14 @@ class stream:
         return False
 
 
+# Tensor.record_stream(s): CUDA's caching allocator keeps the tensor's block until the work queued on
+# s is done (no kernel, no sync). Sim work is done when its op returns: nothing to keep. Without
+# this kernel the op fell through to the CPU, which has none (DeepSpeed's ZeRO-3 calls it on every
+# parameter it frees, partition_parameters.py free_param).
+_record_stream = torch.library.Library("aten", "IMPL")
+_record_stream.impl("record_stream", lambda self, stream: None, "PrivateUse1")
+
+
 # --- memory ------------------------------------------------------------------------------------
 def memory_allocated(device=None) -> int:
     return _C.memory_stats(_get_device_index(device, optional=True))[0]

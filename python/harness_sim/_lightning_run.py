@@ -25,6 +25,11 @@ def deactivate() -> None:
     _active = None
 
 
+def running() -> bool:
+    """Whether ``python -m harness_sim run`` is counting a program in this process."""
+    return _active is not None
+
+
 def callbacks() -> list:
     """The entry point Lightning's callback connector loads for each Trainer."""
     if _active is None:
@@ -76,5 +81,6 @@ class _AfterImport(importlib.abc.MetaPathFinder):
 def install_import_hook() -> None:
     if "lightning.pytorch" in sys.modules:
         _register()
-    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+    elif not any(isinstance(f, _AfterImport) and f.name == "lightning.pytorch"
+                 for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport("lightning.pytorch", _register))

@@ -140,12 +140,7 @@ class SimDDPStrategy(DDPStrategy):
 
     def _configure_launcher(self) -> None:
         super()._configure_launcher()
-        # Under `python -m harness_sim run`, the local ranks Lightning starts by running the
-        # program again run under `run` too, so that rank 0's report holds every rank's count.
-        if _StartedRanks.active is not None and \
-                type(self._launcher) is _SubprocessScriptLauncher:
-            self._launcher = _RankCountingLauncher(self.cluster_environment, self.num_processes,
-                                                   self.num_nodes)
+        _count_started_ranks(self)
 
     def determine_ddp_device_ids(self):
         if self.root_device.type == harness_sim.BACKEND_NAME:
@@ -163,6 +158,52 @@ class SimDDPStrategy(DDPStrategy):
             strategy_registry.register("ddp", cls, description="DDP strategy with `start_method` "
                                        "'popen' (harness_sim: on sim ranks too)", override=True,
                                        start_method="popen")
+
+
+def _count_started_ranks(strategy) -> None:
+    """Under `python -m harness_sim run`, the local ranks Lightning starts by running the program
+    again run under `run` too, so that rank 0's report holds every rank's count."""
+    if _StartedRanks.active is not None and \
+            type(strategy._launcher) is _SubprocessScriptLauncher:
+        strategy._launcher = _RankCountingLauncher(strategy.cluster_environment,
+                                                   strategy.num_processes, strategy.num_nodes)
+
+
+def _deepspeed_on_sim() -> None:
+    """Lightning's own DeepSpeedStrategy (``DeepSpeedStrategy(stage=3)``, ``"deepspeed_stage_3"``)
+    on sim ranks, changed in place because a program builds the strategy itself. On a sim root
+    device it differs from Lightning's in three places only, as SimDDPStrategy does from DDP: no
+    "only supported on CUDA GPUs" error (setup_environment checks for CUDAAccelerator; DeepSpeed
+    gets sim as its accelerator from harness_sim.deepspeed), the process group
+    ``"cpu:gloo,sim:sim"`` (for deepspeed.init_distributed), and, under `python -m harness_sim
+    run`, the ranks it starts run under `run` too. On any other device it is Lightning's."""
+    from lightning.pytorch.strategies import DeepSpeedStrategy
+    if getattr(DeepSpeedStrategy, "_harness_sim", False):
+        return
+    setup_environment = DeepSpeedStrategy.setup_environment
+    backend = DeepSpeedStrategy._get_process_group_backend
+    configure_launcher = DeepSpeedStrategy._configure_launcher
+
+    def sim_setup_environment(self) -> None:
+        if self.root_device.type != harness_sim.BACKEND_NAME:
+            return setup_environment(self)
+        DDPStrategy.setup_environment(self)  # what Lightning's runs after its CUDA check
+        return None
+
+    def sim_process_group_backend(self) -> str:
+        if self._process_group_backend is None and \
+                self.root_device.type == harness_sim.BACKEND_NAME:
+            return "cpu:gloo,sim:sim"
+        return backend(self)
+
+    def sim_configure_launcher(self) -> None:
+        configure_launcher(self)
+        _count_started_ranks(self)
+
+    DeepSpeedStrategy.setup_environment = sim_setup_environment
+    DeepSpeedStrategy._get_process_group_backend = sim_process_group_backend
+    DeepSpeedStrategy._configure_launcher = sim_configure_launcher
+    DeepSpeedStrategy._harness_sim = True
 
 
 class _RankCountingLauncher(_SubprocessScriptLauncher):
@@ -194,15 +235,16 @@ class _RankCountingLauncher(_SubprocessScriptLauncher):
 
 def register_accelerator() -> None:
     """``Trainer(accelerator="sim")`` and ``--trainer.accelerator sim``: SimAccelerator in
-    Lightning's registry, and DDP on sim ranks as ``strategy="ddp"`` (so also "auto" with
-    several devices) and ``"ddp_sim"`` (done by ``import harness_sim`` once Lightning is
-    imported)."""
+    Lightning's registry, DDP on sim ranks as ``strategy="ddp"`` (so also "auto" with
+    several devices) and ``"ddp_sim"``, and Lightning's DeepSpeedStrategy on sim ranks (done by
+    ``import harness_sim`` once Lightning is imported)."""
     from lightning.pytorch.accelerators import AcceleratorRegistry
     from lightning.pytorch.strategies import StrategyRegistry
     if SimAccelerator.name() not in AcceleratorRegistry:
         SimAccelerator.register_accelerators(AcceleratorRegistry)
     if SimDDPStrategy.strategy_name not in StrategyRegistry:
         SimDDPStrategy.register_strategies(StrategyRegistry)
+    _deepspeed_on_sim()
 
 
 # Lightning's profiler actions (trainer/call.py) that become phases, by the hook's name.
