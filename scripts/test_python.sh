@@ -6,7 +6,7 @@
 #   3. `pip install --no-build-isolation ./python` into it (incremental: build-python/, ccache);
 #   4. the optional test dependencies (python/requirements-extra.txt: HolisticTraceAnalysis for
 #      the trace tests, jsonargparse for LightningCLI, hydra-core for a Hydra app, expecttest for
-#      torch's OpInfo database, transformers and accelerate; and what is built for that torch:
+#      torch's OpInfo database, transformers and accelerate, DeepSpeed; and what is built for that torch:
 #      python/requirements-extra-torch<release>.txt, torchvision for 2.11) when one is not
 #      importable (the tests that need them are skipped without them);
 #   5. pytest python/tests.
@@ -39,8 +39,8 @@ install_extra() {  # $1: the requirements file, $2: what its modules are, $3: an
     say "warning: pip could not install ${1#"$repo"/}: the tests of $2 are skipped"
 }
 install_extra "$repo/python/requirements-extra.txt" \
-  "HolisticTraceAnalysis, jsonargparse, Hydra, expecttest, transformers, accelerate" \
-  "import hta, jsonargparse, docstring_parser, typeshed_client, hydra, expecttest, transformers, accelerate"
+  "HolisticTraceAnalysis, jsonargparse, Hydra, expecttest, transformers, accelerate, DeepSpeed" \
+  "import hta, jsonargparse, docstring_parser, typeshed_client, hydra, expecttest, transformers, accelerate, deepspeed"
 torch_release=$("$py" -c "import torch; print('.'.join(torch.__version__.split('.')[:2]))")
 if [ -f "$repo/python/requirements-extra-torch$torch_release.txt" ]; then
   install_extra "$repo/python/requirements-extra-torch$torch_release.txt" "torchvision" "import torchvision"
