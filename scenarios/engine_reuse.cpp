@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "harness/errors.h"
@@ -112,6 +113,7 @@ class EngineReuse final : public Scenario {
     const bool available = ctx.instrument.available();
     Counts apart;  // stage set-ups and evaluation passes
     std::optional<StepWindow> window;
+    std::vector<std::pair<Stage, int64_t>> hooks_after;  // hooks on the module after each stage
     for (Stage stage : stages) {
       Counts setup = count_apart(ctx.instrument, [&] { run.trainer.setup(*run.model, stage); });
       // The stage's set-up under its own name, there even when it cost nothing.
@@ -130,6 +132,8 @@ class EngineReuse final : public Scenario {
                                    : run.trainer.test(*run.model);
         }));
       }
+      hooks_after.emplace_back(stage,
+                               static_cast<int64_t>(run.strategy.model().hooks().size()));
     }
     if (!window) throw std::logic_error("engine_reuse runs a fit stage");
     add_phases(*r, apart, launches, available);
@@ -146,6 +150,11 @@ class EngineReuse final : public Scenario {
     r->total.push_back({"hooks.calls", count(sharded.hook_calls()), "count",
                         "hooks run over the stages (every hook on the module runs on every "
                         "forward, whichever engine registered it)"});
+    for (const auto& [stage, hooks] : hooks_after) {
+      r->total.push_back({"hooks.after_" + std::string(to_string(stage)), count(hooks), "count",
+                          "hooks on the module when the " + std::string(to_string(stage)) +
+                              " stage ends"});
+    }
     return trained(run);
   }
 

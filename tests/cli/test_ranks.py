@@ -198,17 +198,24 @@ class EngineReuseRanks(unittest.TestCase):
         self.assertIn("layer 0 (Linear 32->64) is INFLIGHT", crashed["error"])
         self.assertIn("#17523", crashed["expected_failure"])
         total = lambda name, metric: v[name]["total"][metric]
-        # The hooks as DeepSpeed registers them: one start-of-forward hook and four per module of
-        # the tree (the Sequential root, 5 Linear and 4 ReLU layers: 10 modules): 41 an engine.
-        per_engine = 1 + 4 * 10
-        for name, engines, left in (("new_engine_per_stage", 3, 3), ("reuse_engine", 1, 1),
-                                    ("destroy_between", 3, 1)):
+        # The hooks as DeepSpeed 0.16.9 registers them (counted on sim ranks by
+        # examples/programs/lightning_deepspeed.py): the engine's two, one start-of-forward hook
+        # and four per module of the tree (the LightningModule root, the layers' Sequential, 5
+        # Linear and 4 ReLU layers: 11 modules): 47 an engine. Lightning clears the module's hooks
+        # before an evaluation engine only: with an engine per stage, 2 sets during fit, 1 after
+        # test.
+        per_engine = 2 + 1 + 4 * 11
+        for name, engines, left, fit in (("new_engine_per_stage", 3, 1, 2), ("reuse_engine", 1, 1, 1),
+                                         ("destroy_between", 3, 1, 1)):
             rank0 = "rank0/" + name
             self.assertEqual(total(rank0, "engines.built"), engines, name)
             self.assertEqual(total(rank0, "hooks.registered"), engines * per_engine, name)
             self.assertEqual(total(rank0, "hooks.removed"), (engines - left) * per_engine, name)
             self.assertEqual(total(rank0, "hooks.installed"), left * per_engine, name)
             self.assertEqual(total(rank0, "hooks.left_behind"), (left - 1) * per_engine, name)
+            self.assertEqual(total(rank0, "hooks.after_validate"), per_engine, name)
+            self.assertEqual(total(rank0, "hooks.after_fit"), fit * per_engine, name)
+            self.assertEqual(total(rank0, "hooks.after_test"), per_engine, name)
             self.assertIn("optimizer state and the hooks of each of the %d engine(s)" % left,
                           v[rank0]["correctness"]["detail"])
         # Every hook on the module runs on every forward: the per-stage engines' hooks cost calls.

@@ -231,7 +231,8 @@ TEST(Sharded, AGatherInAnotherEnginesPrivateRegistryFailsNamingTheUnitAndBothEng
 }
 
 // validate, fit, test on one trainer: hooks and failures of each engine policy.
-void stages(EnginePolicy policy, int64_t expected_engines, int64_t expected_hook_sets) {
+void stages(EnginePolicy policy, int64_t expected_engines, int64_t expected_hook_sets,
+            int64_t expected_sets_after_fit) {
   test::TempDir tmp;
   ASSERT_TRUE(test::run_in_processes(1, [&](int) {
     auto comm = join(0, 1, tmp.path);
@@ -242,8 +243,10 @@ void stages(EnginePolicy policy, int64_t expected_engines, int64_t expected_hook
     Trainer trainer(strategy, data, {2, 1});
     trainer.validate(model);
     std::string error;
+    int64_t hooks_after_fit = -1;
     try {
       trainer.fit(model);
+      hooks_after_fit = static_cast<int64_t>(strategy.model().hooks().size());
       trainer.test(model);
     } catch (const std::exception& e) {
       error = e.what();
@@ -255,10 +258,14 @@ void stages(EnginePolicy policy, int64_t expected_engines, int64_t expected_hook
     check(error.empty(), error);
     check(strategy.engines_built() == expected_engines,
           "engines built: " + std::to_string(strategy.engines_built()));
-    // DeepSpeed's count: one start-of-forward hook, four per module of the tree (parameterless
-    // ones and the root included).
+    // DeepSpeed's count: the engine's two, one start-of-forward hook, four per module of the tree
+    // (parameterless ones, the layers' Sequential and the root -- the LightningModule -- included).
     const ShardedModel& sharded = strategy.model();
-    const int64_t per_engine = 1 + 4 * static_cast<int64_t>(model.module().named_modules().size());
+    const int64_t per_engine =
+        2 + 1 + 4 * (static_cast<int64_t>(model.module().named_modules().size()) + 1);
+    check(per_engine == 47, "hooks an engine registers: " + std::to_string(per_engine));
+    check(hooks_after_fit == expected_sets_after_fit * per_engine,
+          "hooks after fit: " + std::to_string(hooks_after_fit));
     check(static_cast<int64_t>(sharded.hooks().size()) == expected_hook_sets * per_engine,
           "hooks: " + std::to_string(sharded.hooks().size()));
     check(sharded.hooks_registered() == expected_engines * per_engine &&
@@ -273,15 +280,17 @@ void stages(EnginePolicy policy, int64_t expected_engines, int64_t expected_hook
   }));
 }
 
-TEST(ShardedStages, NewEnginePerStageAddsHooksEachStage) {
-  stages(EnginePolicy::NewPerStage, 3, 3);
+// Lightning clears the module's hooks before an evaluation engine only: the validate engine's
+// hooks stay through fit, the test engine's set-up clears the fit engine's.
+TEST(ShardedStages, NewEnginePerStageKeepsTheValidateHooksThroughFit) {
+  stages(EnginePolicy::NewPerStage, 3, 1, 2);
 }
 TEST(ShardedStages, PrivateRegistriesFailAtTheFitEngine) {
-  stages(EnginePolicy::NewPerStagePrivate, 0, 0);
+  stages(EnginePolicy::NewPerStagePrivate, 0, 0, 0);
 }
-TEST(ShardedStages, ReusedEngineIsBuiltOnce) { stages(EnginePolicy::Reuse, 1, 1); }
+TEST(ShardedStages, ReusedEngineIsBuiltOnce) { stages(EnginePolicy::Reuse, 1, 1, 1); }
 TEST(ShardedStages, DestroyedEnginesLeaveOneSetOfHooks) {
-  stages(EnginePolicy::DestroyBetween, 3, 1);
+  stages(EnginePolicy::DestroyBetween, 3, 1, 1);
 }
 
 }  // namespace

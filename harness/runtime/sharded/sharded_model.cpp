@@ -89,6 +89,8 @@ struct ShardedLinearFn : public torch::autograd::Function<ShardedLinearFn> {
 
 const char* to_string(HookKind kind) {
   switch (kind) {
+    case HookKind::EngineForwardPrologue: return "engine_forward_prologue";
+    case HookKind::EngineForwardEpilogue: return "engine_forward_epilogue";
     case HookKind::StartOfForward: return "start_of_forward";
     case HookKind::FetchBeforeForward: return "fetch_before_forward";
     case HookKind::ReleaseAfterForward: return "release_after_forward";
@@ -148,6 +150,11 @@ void ShardedModel::remove_hook(uint64_t id) {
   ++hooks_removed_;
 }
 
+void ShardedModel::remove_all_hooks() {
+  hooks_removed_ += static_cast<int64_t>(hooks_.size());
+  hooks_.clear();
+}
+
 void ShardedModel::run_hooks(HookKind kind, const std::string& module, FlatUnit* unit,
                              bool wrap) {
   // What a hook does (fetch, release) never registers or removes hooks: no copy of the list.
@@ -170,6 +177,8 @@ at::Tensor ShardedModel::forward(torch::nn::Sequential& layers, const at::Tensor
     run_hooks(HookKind::ReleaseAfterForward, module, unit, wrap);
     run_hooks(HookKind::AttachPreBackward, module, unit, wrap);
   };
+  // The root's forward pre-hooks in the order they were registered: the engine's, then ZeRO's.
+  run_hooks(HookKind::EngineForwardPrologue, "", nullptr, wrap);
   run_hooks(HookKind::StartOfForward, "", nullptr, wrap);
   for (const std::string& module : outer_modules_) enter(module, nullptr);
   at::Tensor x = input;
@@ -186,7 +195,11 @@ at::Tensor ShardedModel::forward(torch::nn::Sequential& layers, const at::Tensor
                                                  reinterpret_cast<int64_t>(this));
     leave(layer, unit);
   }
-  for (auto it = outer_modules_.rbegin(); it != outer_modules_.rend(); ++it) leave(*it, nullptr);
+  for (auto it = outer_modules_.rbegin(); it != outer_modules_.rend(); ++it) {
+    // The root's forward hooks: the engine's first (registered before ZeRO's).
+    if (it->empty()) run_hooks(HookKind::EngineForwardEpilogue, "", nullptr, wrap);
+    leave(*it, nullptr);
+  }
   return x;
 }
 
@@ -194,8 +207,10 @@ at::Tensor ShardedModel::forward(torch::nn::Sequential& layers, const at::Tensor
 
 ShardedEngine::ShardedEngine(ShardedModel& model, EngineOptions options)
     : model_(model), options_(std::move(options)) {
-  // As DeepSpeed registers them: the root's start-of-forward hook, then depth first (children
-  // before their parent) the four hooks of every module.
+  // As DeepSpeed registers them: the engine's two on the root, the root's start-of-forward hook,
+  // then depth first (children before their parent) the four hooks of every module.
+  hook_ids_.push_back(model_.register_hook(HookKind::EngineForwardPrologue, "", this));
+  hook_ids_.push_back(model_.register_hook(HookKind::EngineForwardEpilogue, "", this));
   hook_ids_.push_back(model_.register_hook(HookKind::StartOfForward, "", this));
   const std::vector<std::string>& modules = model_.module_names();
   for (auto it = modules.rbegin(); it != modules.rend(); ++it) {

@@ -17,13 +17,18 @@
 //
 // ShardedModel is what stays on the module (as its LayerRunner): the units, the module's
 // registry and the hooks every engine registered on it. An engine registers its hooks as
-// DeepSpeed's ZeRO-3 does (DeepSpeedZeRoOffload.setup_zero_stage3_hooks and
-// _register_deepspeed_module in deepspeed/runtime/zero/parameter_offload.py): one start-of-forward
-// hook on the root module, and on every module of the tree, recursively (the root, the layers'
+// DeepSpeed 0.16.9's ZeRO-3 engine does, counted from DeepSpeed itself on sim ranks
+// (examples/programs/lightning_deepspeed.py): DeepSpeedEngine's forward pre-hook and forward hook
+// on the root (_create_module_forward_pre_hook / _post_hook, deepspeed/runtime/engine.py), then
+// DeepSpeedZeRoOffload's (setup_zero_stage3_hooks and _register_deepspeed_module in
+// deepspeed/runtime/zero/parameter_offload.py): one start-of-forward hook on the root module, and
+// on every module of the tree, recursively (the root -- the LightningModule --, the layers'
 // Sequential, every layer, parameterless ones included) four: a forward pre-hook that fetches the
 // module's parameters, a forward hook that releases them, a forward hook that attaches the
 // pre-backward function to the outputs and a forward pre-hook that attaches the post-backward
-// function to the inputs. An engine's hooks are removed when it is torn down or destroyed.
+// function to the inputs: 2 + 1 + 4 x 11 = 47 for the MLP. An engine's hooks are removed when it
+// is torn down or destroyed; Lightning removes every hook on the module before it builds an
+// evaluation engine (remove_module_hooks in lightning/pytorch/strategies/deepspeed.py, 2.6).
 #include <ATen/core/Tensor.h>
 #include <c10/core/Device.h>
 
@@ -69,6 +74,8 @@ using GatherRegistry = std::map<FlatUnit*, std::unique_ptr<PendingCollective>>;
 class ShardedEngine;
 
 enum class HookKind {
+  EngineForwardPrologue,  // root only: DeepSpeedEngine's forward pre-hook (bookkeeping)
+  EngineForwardEpilogue,  // root only: DeepSpeedEngine's forward hook (bookkeeping)
   StartOfForward,      // root only: resets the engine's step (forward pre-hook)
   FetchBeforeForward,  // forward pre-hook: the module's parameters gathered
   ReleaseAfterForward,  // forward hook: the module's parameters freed
@@ -107,6 +114,9 @@ class ShardedModel final : public LayerRunner {
   // it there.
   uint64_t register_hook(HookKind kind, const std::string& module, ShardedEngine* engine);
   void remove_hook(uint64_t id);
+  // Every hook on the module, whichever engine registered it, as Lightning's remove_module_hooks
+  // clears the module's hook dictionaries (the engines' handles then remove nothing).
+  void remove_all_hooks();
   const std::vector<ModuleHook>& hooks() const { return hooks_; }
   const std::vector<std::string>& module_names() const { return modules_; }
   int64_t hooks_registered() const { return hooks_registered_; }  // ever, by every engine

@@ -117,8 +117,12 @@ void ShardedStrategy::setup_module(TrainModule& module) {
     case ShardedSetup::MetaInit: units = shard_meta_init(module); break;
     case ShardedSetup::Rank0Broadcast: units = shard_rank0_broadcast(module); break;
   }
-  std::vector<std::string> modules;  // the engines' hooks go on every one of them
-  for (const auto& item : module.module().named_modules()) modules.push_back(item.key());
+  // The engines' hooks go on every module of the tree DeepSpeed is given: Lightning gives it the
+  // LightningModule, the root (""), whose layers' Sequential is "layers".
+  std::vector<std::string> modules{""};
+  for (const auto& item : module.module().named_modules()) {
+    modules.push_back(item.key().empty() ? "layers" : "layers." + item.key());
+  }
   model_ = std::make_shared<ShardedModel>(comm_, std::move(units), std::move(modules));
   module.set_layer_runner(model_);
 }
@@ -205,6 +209,9 @@ void ShardedStrategy::begin_stage(TrainModule& /*module*/, Stage stage,
     engines_.back()->teardown();
     engines_.clear();
   }
+  // Lightning (2.6) clears every hook on the module before it builds an evaluation engine
+  // (_initialize_deepspeed_inference: remove_module_hooks), not before a training one.
+  if (stage != Stage::Fit) model().remove_all_hooks();
   engines_.push_back(new_engine(stage));
   if (stage == Stage::Fit) optimizer = engines_.back()->setup_optimizer(options_.adam);
 }

@@ -17,8 +17,11 @@
 //
 // Engines per stage (validate, fit, test on one trainer):
 //   NewPerStage           every stage builds a new engine on the same module (Lightning today);
-//                         its hooks add up; the fit engine's optimizer set-up gathers every unit
-//                         and defragments the shards. The in-flight registry is the module's.
+//                         an evaluation stage first clears every hook on the module (Lightning's
+//                         remove_module_hooks), a fit stage does not, so the validate engine's
+//                         hooks stay on the module through fit; the fit engine's optimizer set-up
+//                         gathers every unit and defragments the shards. The in-flight registry
+//                         is the module's.
 //   NewPerStagePrivate    the same with each engine's own registry: the fit engine meets the unit
 //                         the validate engine's prefetch left INFLIGHT and fails (#17523).
 //   Reuse                 one engine, built (with its optimizer) at the first stage, reused.
