@@ -412,6 +412,7 @@ void fill_counts(VariantResult& result, const Counts& counts, int64_t steps, boo
       launches_measured ? total.launches_by_op : std::map<std::string, int64_t>{};
   result.sync_sites = to_sync_sites(counts);
   result.copy_sites = to_copy_sites(counts);
+  result.event_sites = to_event_sites(counts);
 }
 
 }  // namespace harness

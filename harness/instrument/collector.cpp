@@ -141,8 +141,12 @@ void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
   {
     std::lock_guard<std::mutex> lock(mu_);
     Phase::Current phase{};
-    add_copy(current_phase_counts(&phase), kind, bytes, host_pinned, cross_device);
-    if (sited) add_copy_site(phase, kind, "pageable", site, bytes);
+    PhaseCounts& counts = current_phase_counts(&phase);
+    add_copy(counts, kind, bytes, host_pinned, cross_device);
+    if (sited) {
+      add_copy_site(phase, kind, "pageable", site, bytes);
+      counts.capture_blockers += 1;  // CUDA stages it through a buffer of its own, on the host
+    }
   }
   if (trace_) trace_copy(kind, bytes, host_pinned, begin_ns, cross_device, site);
 }
@@ -209,7 +213,9 @@ const EventCollector::SyncSlot& EventCollector::sync_slot(const Phase::Current& 
 void EventCollector::add_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
                               bool collective, const Site& site) {
   Phase::Current phase{};
-  current_phase_counts(&phase).add_sync(wait_ns, collective);
+  PhaseCounts& counts = current_phase_counts(&phase);
+  counts.add_sync(wait_ns, collective);
+  counts.capture_blockers += 1;  // a graph cannot wait for the host
   sync_tally(phase, op, reason, site).add_sync(wait_ns);
   if (trace_) {
     const int64_t now = trace_clock_ns();
@@ -286,6 +292,26 @@ void EventCollector::record_collective_trace(const CollectiveTrace& c) {
 void EventCollector::record_stream_wait() {
   std::lock_guard<std::mutex> lock(mu_);
   current_phase_counts().stream_waits += 1;
+}
+
+void EventCollector::record_event(std::string_view kind, std::string_view what,
+                                  const Site& where) {
+  const std::string name(kind);
+  if (!is_event_kind(name)) throw std::invalid_argument("unknown event kind '" + name + "'");
+  const Site site = where.frame.empty() && where.library.empty() ? current_site() : where;
+  std::lock_guard<std::mutex> lock(mu_);
+  Phase::Current phase{};
+  PhaseCounts& counts = current_phase_counts(&phase);
+  if (name == kGraphBreak) counts.graph_breaks += 1;
+  if (name == kRecompile) counts.recompiles += 1;
+  if (name == kCaptureBlocker) counts.capture_blockers += 1;
+  counts_.event_sites[EventSiteKey{phase.name, name, std::string(what), site.frame,
+                                   site.library}] += 1;
+  if (trace_) {
+    TraceArgs args = {{"phase", phase.name}, {"what", what}};
+    add_site_args(args, site);
+    trace_->add_instant("compiled code", name, name, trace_clock_ns(), std::move(args));
+  }
 }
 
 Counts EventCollector::snapshot() const {
@@ -385,6 +411,9 @@ void record_collective_trace(const CollectiveTrace& collective) noexcept {
   HARNESS_FORWARD_EVENT(record_collective_trace(collective));
 }
 void record_stream_wait() noexcept { HARNESS_FORWARD_EVENT(record_stream_wait()); }
+void record_event(std::string_view kind, std::string_view what, const Site& where) noexcept {
+  HARNESS_FORWARD_EVENT(record_event(kind, what, where));
+}
 #undef HARNESS_FORWARD_EVENT
 bool collecting() noexcept { return g_slots_in_use.load(std::memory_order_acquire) > 0; }
 bool tracing() noexcept {

@@ -74,6 +74,11 @@ class EventCollector {
   // For the trace only (counted by record_collective when it was issued).
   void record_collective_trace(const CollectiveTrace& collective);
   void record_stream_wait();
+  // An event of kind kGraphBreak, kRecompile or kCaptureBlocker (counts.h), with what it was;
+  // sited at `where` when that has a frame or a library frame (compiled code names the line
+  // dynamo traced, which the calling thread's frames no longer show), else where the calling
+  // thread is. Another kind throws std::invalid_argument.
+  void record_event(std::string_view kind, std::string_view what, const Site& where = {});
 
   Counts snapshot() const;
   // The host time waited in syncs so far (what snapshot().total().sync_wait_ns says), and whether
@@ -194,6 +199,7 @@ void record_collective_wait(std::string_view op, int64_t wait_ns = kNotTimed) no
 void record_collective(std::string_view name, int64_t bytes) noexcept;
 void record_collective_trace(const CollectiveTrace& collective) noexcept;
 void record_stream_wait() noexcept;
+void record_event(std::string_view kind, std::string_view what, const Site& where = {}) noexcept;
 bool collecting() noexcept;
 // Whether the active collector also puts events on a trace.
 bool tracing() noexcept;

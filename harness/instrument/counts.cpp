@@ -43,6 +43,9 @@ void PhaseCounts::add(const PhaseCounts& o) {
   timed_syncs += o.timed_syncs;
   add_optional(memsets, o.memsets);
   stream_waits += o.stream_waits;
+  graph_breaks += o.graph_breaks;
+  recompiles += o.recompiles;
+  capture_blockers += o.capture_blockers;
   for (const auto& [name, c] : o.collectives) {
     collectives[name].count += c.count;
     collectives[name].bytes += c.bytes;
@@ -58,6 +61,8 @@ bool PhaseCounts::operator==(const PhaseCounts& o) const {
          collective_syncs == o.collective_syncs && collective_waits == o.collective_waits &&
          sync_wait_ns == o.sync_wait_ns &&
          timed_syncs == o.timed_syncs && memsets == o.memsets && stream_waits == o.stream_waits &&
+         graph_breaks == o.graph_breaks && recompiles == o.recompiles &&
+         capture_blockers == o.capture_blockers &&
          collectives == o.collectives && memory == o.memory && gpu_time_ns == o.gpu_time_ns &&
          gpu_span_ns == o.gpu_span_ns;
 }
@@ -73,6 +78,7 @@ void Counts::add(const Counts& o) {
   for (const auto& [phase, c] : o.phases) phases[phase].add(c);
   for (const auto& [site, t] : o.sync_sites) sync_sites[site].add(t);
   for (const auto& [site, t] : o.copy_sites) copy_sites[site].add(t);
+  for (const auto& [site, n] : o.event_sites) event_sites[site] += n;
   memory.add(o.memory);
 }
 
@@ -124,6 +130,14 @@ std::vector<Measurement> to_measurements(const PhaseCounts& c, double divisor) {
        "device memsets (null: not measured, as on sim and cpu, where a fill is a launch)"},
       {"stream_wait.count", v(c.stream_waits), "count",
        "stream-wait-event (device-side waits, not host syncs)"},
+      {"graph_break.count", v(c.graph_breaks), "count",
+       "graph breaks crossed in compiled code (torch.compile: a graph that ended where dynamo "
+       "could not go on)"},
+      {"recompile.count", v(c.recompiles), "count",
+       "recompilations of compiled code (torch.compile: a guard failed)"},
+      {"capture.blockers", v(c.capture_blockers), "count",
+       "what would stop the work from being captured in a CUDA graph: syncs, copies from or "
+       "into pageable host memory, and other blockers (CPU tensors read by device ops, ...)"},
   };
   int64_t coll_count = 0, coll_bytes = 0;
   for (const auto& [name, t] : c.collectives) {
@@ -188,6 +202,14 @@ std::vector<CopySite> to_copy_sites(const Counts& counts) {
   std::vector<CopySite> out;
   for (const auto& [key, t] : counts.copy_sites) {
     out.push_back({key.phase, key.kind, key.how, key.frame, key.library, t.count, t.bytes});
+  }
+  return out;
+}
+
+std::vector<EventSite> to_event_sites(const Counts& counts) {
+  std::vector<EventSite> out;
+  for (const auto& [key, n] : counts.event_sites) {
+    out.push_back({key.kind, key.phase, key.what, key.frame, key.library, n});
   }
   return out;
 }

@@ -71,6 +71,13 @@ struct PhaseCounts {
   // CUDA memsets (CUPTI MEMSET records); unset where not measured (sim, cpu: a fill is a launch).
   std::optional<int64_t> memsets;
   int64_t stream_waits = 0;  // stream-wait-event: device-side, not a host sync
+  // Compiled code (harness_sim under torch.compile): graph breaks crossed (a compiled graph that
+  // ended where dynamo could not go on, run once more) and recompilations (a guard failed).
+  int64_t graph_breaks = 0;
+  int64_t recompiles = 0;
+  // What would stop the work from being captured in a CUDA graph: every sync, every copy from or
+  // into pageable host memory, and the blockers recorded as events (kCaptureBlocker).
+  int64_t capture_blockers = 0;
   std::map<std::string, CollectiveTally> collectives;
   MemoryCounts memory;
   // GPU time, where device records are timed (CUPTI; unset on sim and cpu: not measured): the
@@ -152,6 +159,21 @@ struct CopySiteKey {
   }
 };
 
+// An event of a kind EventSite names (result.h: kGraphBreak, kRecompile, kCaptureBlocker): the phase, the kind, what it was (a graph break's reason, the
+// guard that failed, what blocks capture) and where.
+struct EventSiteKey {
+  std::string phase, kind, what;
+  std::string frame, library;
+  bool operator<(const EventSiteKey& o) const {
+    return std::tie(phase, kind, what, frame, library) <
+           std::tie(o.phase, o.kind, o.what, o.frame, o.library);
+  }
+  bool operator==(const EventSiteKey& o) const {
+    return phase == o.phase && kind == o.kind && what == o.what && frame == o.frame &&
+           library == o.library;
+  }
+};
+
 struct CopySiteTally {
   int64_t count = 0;
   int64_t bytes = 0;
@@ -164,6 +186,7 @@ struct Counts {
   std::map<std::string, PhaseCounts> phases;
   std::map<SyncSiteKey, SyncSiteTally> sync_sites;
   std::map<CopySiteKey, CopySiteTally> copy_sites;
+  std::map<EventSiteKey, int64_t> event_sites;
   MemoryCounts memory;  // the whole window, from its start to its end (outside phases too)
 
   // The sum of the phases' counts; memory: the window's peak (the largest) and its level at the
@@ -173,7 +196,7 @@ struct Counts {
   void add(const Counts& other);
   bool operator==(const Counts& o) const {
     return phases == o.phases && sync_sites == o.sync_sites && copy_sites == o.copy_sites &&
-           memory == o.memory;
+           event_sites == o.event_sites && memory == o.memory;
   }
 };
 
@@ -196,5 +219,6 @@ std::vector<Measurement> phase_only_measurements(const PhaseCounts& counts);
 std::vector<Measurement> memory_measurements(const PhaseCounts& counts);
 std::vector<SyncSite> to_sync_sites(const Counts& counts);
 std::vector<CopySite> to_copy_sites(const Counts& counts);
+std::vector<EventSite> to_event_sites(const Counts& counts);
 
 }  // namespace harness

@@ -116,6 +116,10 @@ bool python_caller(Site& out) {
   return !out.empty();
 }
 
+std::string line_text(const SourceLine& at) {
+  return short_path(at.file) + ":" + std::to_string(at.line) + " in " + at.function;
+}
+
 // harness_sim.allow_sync's ContextVar (a str while inside an allowed region, else None): set
 // once at import, never released.
 PyObject* g_allowed_var = nullptr;
@@ -155,6 +159,21 @@ void set_allowed_var(_object* var) {
   Py_INCREF(var);
   Py_XDECREF(g_allowed_var);
   g_allowed_var = var;
+}
+
+Site site_of(const std::vector<SourceLine>& stack) {
+  Site out;
+  std::string innermost_library;
+  for (const SourceLine& at : stack) {
+    if (!is_library_file(at.file)) {
+      out.frame = line_text(at);
+      break;
+    }
+    const bool own = at.file.find("/harness_sim/") != std::string::npos;
+    if (!own && innermost_library.empty()) innermost_library = line_text(at);
+  }
+  out.library = innermost_library;
+  return out;
 }
 
 void set_site_paths(const std::string& root, std::vector<std::string> package_dirs) {

@@ -13,6 +13,7 @@
 
 #include "harness/instrument/counts.h"
 #include "harness/instrument/instrument.h"
+#include "harness/instrument/site.h"
 #include "harness/instrument/trace.h"
 #include "harness/measure.h"
 #include "harness/report/model/result.h"
@@ -30,6 +31,17 @@ void set_allowed_var(_object* var);  // a PyObject*
 // How sites name files: relative to `root` (the program's root; "": as they are), else from the
 // package on for a file under one of `package_dirs` (site-packages and the like).
 void set_site_paths(const std::string& root, std::vector<std::string> package_dirs);
+
+// A place in a Python file.
+struct SourceLine {
+  std::string file;
+  int line = 0;
+  std::string function;
+};
+// The site (frame, library) of a stack given innermost first, named as the calling thread's
+// frames are: the innermost frame outside the libraries, and the innermost library frame under
+// it. For a stack Python no longer runs: a line dynamo traced into a compiled graph.
+Site site_of(const std::vector<SourceLine>& stack);
 
 class CountSession {
  public:

@@ -59,6 +59,9 @@ py::dict phase_dict(const PhaseCounts& c) {
                                                : py::object(py::none());
   d["collective_waits"] = c.collective_waits;
   d["stream_waits"] = c.stream_waits;
+  d["graph_breaks"] = c.graph_breaks;
+  d["recompiles"] = c.recompiles;
+  d["capture_blockers"] = c.capture_blockers;
   py::dict collectives;
   for (const auto& [name, t] : c.collectives) {
     py::dict one;
@@ -113,6 +116,18 @@ py::dict counts_dict(const CountSession& s) {
     copy_sites.append(site);
   }
   d["copy_sites"] = copy_sites;
+  py::list event_sites;
+  for (const auto& [key, count] : counts.event_sites) {
+    py::dict site;
+    site["kind"] = key.kind;
+    site["phase"] = key.phase;
+    site["what"] = key.what;
+    site["frame"] = key.frame;
+    site["library"] = key.library;
+    site["count"] = count;
+    event_sites.append(site);
+  }
+  d["event_sites"] = event_sites;
   d["steps"] = s.steps();
   return d;
 }
@@ -258,6 +273,33 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("enter_phase", &enter_phase);
   m.def("exit_phase", &exit_phase);
+
+  // Compiled code (harness_sim._compile): a kernel inductor generated is one launch, from
+  // `begin_ns` (begin_time(): 0 when nothing counts) to now; graph breaks, recompilations and
+  // capture blockers are events with the line dynamo names.
+  m.def("begin_time", &events::begin_time);
+  m.def(
+      "record_launch",
+      [](const std::string& op, int64_t begin_ns) { events::record_launch(op, begin_ns); },
+      py::arg("op"), py::arg("begin_ns") = 0);
+  m.def(
+      "record_event",
+      [](const std::string& kind, const std::string& what, const std::string& frame,
+         const std::string& library) {
+        if (!is_event_kind(kind)) throw py::value_error("unknown event kind '" + kind + "'");
+        events::record_event(kind, what, Site{frame, library, ""});
+      },
+      py::arg("kind"), py::arg("what"), py::arg("frame") = "", py::arg("library") = "");
+  // The (frame, library) of a stack of (file, line, function), innermost first.
+  m.def(
+      "site_of",
+      [](const std::vector<std::tuple<std::string, int, std::string>>& stack) {
+        std::vector<SourceLine> lines;
+        for (const auto& [file, line, function] : stack) lines.push_back({file, line, function});
+        const Site site = site_of(lines);
+        return std::make_pair(site.frame, site.library);
+      },
+      py::arg("stack"));
 
   py::class_<CountSession>(m, "CountSession")
       .def(py::init<>())

@@ -149,5 +149,55 @@ TEST(GateNewSites, FailsOnANewSyncSiteNamingItsLine) {
                InputError);
 }
 
+EventSite event_at(const char* kind, const std::string& what, const std::string& frame,
+                   int64_t count) {
+  return {kind, "train.step", what, frame, "", count};
+}
+
+RunReport run_with_events(std::vector<SyncSite> syncs, std::vector<EventSite> events) {
+  RunReport r = run_of(std::move(syncs));
+  r.scenarios[0].variants[0].event_sites = std::move(events);
+  r.scenarios[0].variants[0].per_step = {
+      {"capture.blockers", static_cast<double>(r.scenarios[0].variants[0].sync_sites.size()),
+       "count", ""},
+      {"graph_break.count", static_cast<double>(r.scenarios[0].variants[0].event_sites.size()),
+       "count", ""}};
+  return r;
+}
+
+TEST(SiteDiff, ANewGraphBreakIsALineOfTheDiff) {
+  const RunReport base = run_with_events({}, {});
+  const RunReport head =
+      run_with_events({}, {event_at(kGraphBreak, "Tensor.item()", "train.py:12 in fwd", 5)});
+  const std::vector<SiteChange> changes = diff_sites(base, head);
+  ASSERT_EQ(changes.size(), 1u);
+  EXPECT_EQ(describe(changes[0]),
+            "+1 graph_break/step at train.py:12 in fwd (Tensor.item()) in train.step: new");
+  EXPECT_EQ(site_family(changes[0].sync, changes[0].event), "graph_break");
+}
+
+TEST(GateLines, ACaptureRuleThatFailsNamesTheLinesThatBlockCapture) {
+  const GateFile gate = parse_gate_text(R"({"gate_version": 1, "rules": [
+      {"scenario": "*", "variant": "*", "metric": "per_step.capture.blockers", "max": 0},
+      {"scenario": "*", "variant": "*", "metric": "per_step.graph_break.count", "max": 0}]})",
+                                        "g.json");
+  EXPECT_TRUE(evaluate_gate(gate, run_with_events({}, {}), nullptr).passed());
+  const GateOutcome failed = evaluate_gate(
+      gate,
+      run_with_events({item_at("train.py:40 in step", 5)},
+                      {event_at(kGraphBreak, "Tensor.item()", "train.py:40 in step", 5)}),
+      nullptr);
+  ASSERT_EQ(failed.outcomes.size(), 2u);
+  EXPECT_NE(failed.outcomes[0].message.find(
+                "; at 1/step sync at train.py:40 in step (torch/_tensor.py:10 in item) "
+                "(aten::_local_scalar_dense, item) in train.step"),
+            std::string::npos)
+      << failed.outcomes[0].message;
+  EXPECT_NE(failed.outcomes[1].message.find(
+                "; at 1/step graph_break at train.py:40 in step (Tensor.item()) in train.step"),
+            std::string::npos)
+      << failed.outcomes[1].message;
+}
+
 }  // namespace
 }  // namespace harness

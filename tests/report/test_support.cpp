@@ -82,6 +82,8 @@ RunReport sample_report() {
                          {"checkpoint.load", "aten::_copy_from", "blocking copy D2H", 2}};
   move_all.copy_sites = {{"checkpoint.load", "D2H", "blocking", "train.py:7 in load",
                           "torch/serialization.py:1 in load", 2, 4096}};
+  move_all.event_sites = {{kGraphBreak, "optimizer.step", "Tensor.item()", "train.py:9 in step",
+                           "", 5}};
   move_all.per_step.push_back({"sync.wait_time", 24691.2, "ns", "host time waited in syncs"});
   move_all.total.push_back({"sync.wait_time", 123456, "ns", "host time waited in syncs"});
   move_all.phases["optimizer.step"].push_back(

@@ -106,6 +106,50 @@ TEST_F(SimDevice, NonBlockingFromPageableIsNotASyncButNotPinned) {
   EXPECT_EQ(c.syncs, 0);
 }
 
+// What would stop a CUDA graph capture: a sync, a copy from pageable memory, a CPU tensor read
+// by a device op; not a pinned non-blocking copy, nor a launch.
+TEST_F(SimDevice, CaptureBlockersAreSyncsPageableCopiesAndCpuTensorsRead) {
+  at::Tensor s = at::ones({4}).to(dev0);
+  at::Tensor pinned = at::ones({4}).pin_memory();
+  at::Tensor pageable = at::ones({4});
+  at::Tensor scalar = at::full({}, 2.0);
+  EXPECT_EQ(count([&] {
+              s.add_(1);
+              (void)pinned.to(dev0, /*non_blocking=*/true);
+            }).capture_blockers,
+            0);
+  const PhaseCounts c = count([&] {
+    (void)s.sum().item<float>();                     // a sync
+    (void)pageable.to(dev0, /*non_blocking=*/true);  // staged through pageable memory
+    (void)s.mul(scalar);                             // reads a CPU scalar at launch
+  });
+  EXPECT_EQ(c.capture_blockers, 3);
+  const std::vector<EventSite> events = to_event_sites(last_);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].kind, kCaptureBlocker);
+  EXPECT_EQ(events[0].what, "CPU tensor read by aten::mul");
+  EXPECT_EQ(events[0].count, 1);
+}
+
+TEST_F(SimDevice, EventsAreCountedByKindAtTheSiteGiven) {
+  const PhaseCounts c = count([&] {
+    events::record_event(kGraphBreak, "Tensor.item()", Site{"train.py:9 in step", "", ""});
+    events::record_event(kGraphBreak, "Tensor.item()", Site{"train.py:9 in step", "", ""});
+    events::record_event(kRecompile, "size of x changed", Site{"train.py:3 in step", "", ""});
+    events::record_event("no such kind", "ignored");  // refused, and not counted
+  });
+  EXPECT_EQ(c.graph_breaks, 2);
+  EXPECT_EQ(c.recompiles, 1);
+  EXPECT_EQ(c.capture_blockers, 0);
+  const std::vector<EventSite> events = to_event_sites(last_);
+  ASSERT_EQ(events.size(), 2u);
+  EXPECT_EQ(events[0].kind + " " + events[0].frame + " " + std::to_string(events[0].count),
+            "graph_break train.py:9 in step 2");
+  EXPECT_EQ(events[1].kind + " " + events[1].what, "recompile size of x changed");
+  EventCollector collector;
+  EXPECT_THROW(collector.record_event("no such kind", "x"), std::invalid_argument);
+}
+
 TEST_F(SimDevice, CrossDeviceCopyIsOneD2D) {
   at::Tensor s = at::arange(6, at::kFloat).to(dev0);
   at::Tensor moved;

@@ -271,11 +271,18 @@ class FallbackCall {
   }
 
   std::optional<c10::Device> device() const { return device_; }
+  // Whether a CPU tensor was among the arguments (a 0-dim one, or an index tensor): CUDA reads
+  // its value when the kernel is launched, so a captured graph would replay the value it had
+  // when it was captured. A number of the program's (`x.add(1)`: a wrapped number) is a
+  // constant: not one.
+  bool reads_host_tensor() const { return reads_host_tensor_; }
 
  private:
   at::Tensor alias(const at::Tensor& t) {
     if (!t.defined()) return t;
     if (!is_sim(t)) {
+      reads_host_tensor_ = reads_host_tensor_ || (t.device().type() == c10::DeviceType::CPU &&
+                                                   !t.unsafeGetTensorImpl()->is_wrapped_number());
       TORCH_CHECK(t.dim() == 0 || allow_host_tensors_ || t.device().type() != c10::DeviceType::CPU,
                   "Expected all tensors to be on the same device, but found at least two "
                   "devices, ", device_ ? device_->str() : std::string("sim"), " and cpu! (in ",
@@ -327,6 +334,7 @@ class FallbackCall {
   const bool allow_host_tensors_;
   c10::SmallVector<AliasedArg, 4> aliased_;
   std::optional<c10::Device> device_;
+  bool reads_host_tensor_ = false;
 };
 
 bool is_view_op(const c10::FunctionSchema& schema) {
@@ -367,6 +375,9 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const S
     since = events::begin_time();
   }
   if (!is_view_op(schema)) events::record_launch(schema.name(), begin);
+  if (call.reads_host_tensor() && events::collecting()) {
+    events::record_event(kCaptureBlocker, "CPU tensor read by " + schema.name());
+  }
 }
 
 void fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {

@@ -500,7 +500,7 @@ ReportJson comparison_json(const RunComparison& c, bool strict) {
   ReportJson& sites = out["sites"] = ReportJson::array();
   for (const SiteChange& s : c.sites) {
     sites.push_back({{"scenario", s.scenario},   {"variant", s.variant},
-                     {"site", s.sync ? "sync" : "copy"},
+                     {"site", site_family(s.sync, s.event)},
                      {"change", to_string(s.kind)}, {"phase", s.phase},
                      {"what", s.what},           {"frame", s.frame},
                      {"library", s.library},     {"moved_from", s.moved_from},

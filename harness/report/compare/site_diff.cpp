@@ -39,10 +39,11 @@ std::string without_line(const std::string& frame) {
 }
 
 // What a site is, and where without its line: rows that match on this are the same code.
-using Identity =
-    std::tuple<bool, std::string, std::string, std::string, std::string, std::string>;
+using Identity = std::tuple<bool, std::string, std::string, std::string, std::string,
+                            std::string, std::string>;
 Identity identity_of(const SiteRow& r) {
-  return {r.sync, r.phase, r.what, without_line(r.frame), without_line(r.library), r.allowed};
+  return {r.sync,    r.event, r.phase, r.what, without_line(r.frame), without_line(r.library),
+          r.allowed};
 }
 
 double per_step(int64_t count, int64_t steps) {
@@ -61,6 +62,7 @@ SiteChange change_of(const std::vector<SiteRow>& base, const std::vector<SiteRow
   c.frame = shown.frame;
   c.library = shown.library;
   c.allowed = shown.allowed;
+  c.event = shown.event;
   c.base = b >= 0 ? base[b].per_step : 0;
   c.head = h >= 0 ? head[h].per_step : 0;
   if (b >= 0 && h >= 0 && base[b].frame != head[h].frame) c.moved_from = base[b].frame;
@@ -123,6 +125,21 @@ std::vector<SiteRow> site_rows(const VariantResult& v) {
   return out;
 }
 
+std::vector<SiteRow> event_rows(const VariantResult& v) {
+  std::vector<SiteRow> out;
+  for (const EventSite& s : v.event_sites) {
+    SiteRow row{false, s.phase, s.what, s.frame, s.library, per_step(s.count, v.measured_steps)};
+    row.event = s.kind;
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+std::string site_family(bool sync, const std::string& event) {
+  if (!event.empty()) return event;
+  return sync ? "sync" : "copy";
+}
+
 std::vector<SiteChange> pair_site_rows(const std::vector<SiteRow>& base,
                                        const std::vector<SiteRow>& head) {
   std::map<Identity, std::pair<std::vector<long>, std::vector<long>>> groups;
@@ -136,12 +153,16 @@ std::vector<SiteChange> pair_site_rows(const std::vector<SiteRow>& base,
 std::vector<SiteChange> diff_variant_sites(const std::string& scenario, const VariantResult& base,
                                            const VariantResult& head) {
   std::vector<SiteChange> out;
-  for (SiteChange& c : pair_site_rows(site_rows(base), site_rows(head))) {
-    if (c.kind == SiteChange::Changed && same(c.base, c.head)) continue;  // moved at most
-    c.scenario = scenario;
-    c.variant = head.name;
-    out.push_back(std::move(c));
-  }
+  auto add = [&](std::vector<SiteChange> changes) {
+    for (SiteChange& c : changes) {
+      if (c.kind == SiteChange::Changed && same(c.base, c.head)) continue;  // moved at most
+      c.scenario = scenario;
+      c.variant = head.name;
+      out.push_back(std::move(c));
+    }
+  };
+  add(pair_site_rows(site_rows(base), site_rows(head)));
+  add(pair_site_rows(event_rows(base), event_rows(head)));
   return out;
 }
 
@@ -166,7 +187,7 @@ std::string describe_where(const SiteRow& r) {
 std::string describe(const SiteChange& c) {
   const double delta = c.head - c.base;
   std::string out = (delta > 0 ? "+" : "") + format_number(delta) + " " +
-                    (c.sync ? "sync" : "copy") + "/step at " + site_where(c.frame, c.library) +
+                    site_family(c.sync, c.event) + "/step at " + site_where(c.frame, c.library) +
                     " (" + c.what + ") in " + c.phase;
   if (c.kind == SiteChange::Added) out += ": new";
   if (c.kind == SiteChange::Removed) out += ": gone";

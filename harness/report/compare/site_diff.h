@@ -18,15 +18,21 @@ namespace harness {
 
 // One site of a variant (or of an expectations file), per measured step.
 struct SiteRow {
-  bool sync = true;  // a sync site; false: a copy site
+  bool sync = true;  // a sync site; false: a copy site, or an event site
   std::string phase;
   std::string what;  // sync: "aten::_local_scalar_dense, item"; copy: "blocking D2H"
   std::string frame, library;
   double per_step = 0;  // count per measured step (the count where no step was measured)
   std::string allowed;  // a sync the program allowed (harness_sim.allow_sync): why
+  std::string event;    // an event site (EventSite): its kind ("graph_break", ...); else ""
 };
 // The sync sites, then the copy sites, of a variant.
 std::vector<SiteRow> site_rows(const VariantResult& variant);
+// The event sites of a variant (graph breaks, recompilations, capture blockers): `what` is the
+// event's.
+std::vector<SiteRow> event_rows(const VariantResult& variant);
+// "sync", "copy", or the event's kind.
+std::string site_family(bool sync, const std::string& event);
 
 struct SiteChange {
   enum Kind { Added, Removed, Changed };
@@ -39,6 +45,7 @@ struct SiteChange {
   std::string library;
   std::string moved_from;  // base's frame where the line moved, else ""
   std::string allowed;     // head's (base's for a removed site)
+  std::string event;       // an event site's kind, else ""
   double base = 0;         // per step
   double head = 0;
   long base_row = -1;      // the rows paired (indices into the inputs of pair_site_rows); -1: none
@@ -51,7 +58,7 @@ const char* to_string(SiteChange::Kind kind);  // "added", "removed", "changed"
 std::vector<SiteChange> pair_site_rows(const std::vector<SiteRow>& base,
                                        const std::vector<SiteRow>& head);
 
-// The sites whose per-step count differs between the variants of the same name in base and
+// The sites (sync, copy, then event sites) whose per-step count differs between the variants of the same name in base and
 // head (sites of a variant only one run has are not listed: the variant is new or missing).
 std::vector<SiteChange> diff_sites(const RunReport& base, const RunReport& head);
 // The same for one variant of `scenario` in both runs.

@@ -89,6 +89,41 @@ RuleOutcome finish(RuleOutcome out, RuleStatus status, std::string message) {
   return out;
 }
 
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The sites behind a metric of capture blockers, graph breaks or recompilations, in a line:
+// "2/step at train.py:42 in step (aten::_local_scalar_dense, item) in train.step; ...".
+// "" for another metric, or where the variant has no such site.
+std::string lines_of(const VariantResult& v, const std::string& metric) {
+  std::vector<SiteRow> rows;
+  if (ends_with(metric, "capture.blockers")) {
+    for (SiteRow& r : site_rows(v)) {
+      if (r.sync || r.what.rfind("pageable", 0) == 0) rows.push_back(std::move(r));
+    }
+  }
+  for (SiteRow& r : event_rows(v)) {
+    if ((ends_with(metric, "capture.blockers") && r.event == kCaptureBlocker) ||
+        (ends_with(metric, "graph_break.count") && r.event == kGraphBreak) ||
+        (ends_with(metric, "recompile.count") && r.event == kRecompile)) {
+      rows.push_back(std::move(r));
+    }
+  }
+  std::stable_sort(rows.begin(), rows.end(),
+                   [](const SiteRow& a, const SiteRow& b) { return a.per_step > b.per_step; });
+  constexpr size_t kShown = 5;
+  std::string out;
+  for (size_t i = 0; i < rows.size() && i < kShown; ++i) {
+    const SiteRow& r = rows[i];
+    out += (i ? "; " : "") + format_number(r.per_step) + "/step " +
+           site_family(r.sync, r.event) + " at " + describe_where(r) + " (" + r.what + ") in " +
+           r.phase;
+  }
+  if (rows.size() > kShown) out += "; and " + std::to_string(rows.size() - kShown) + " more";
+  return out;
+}
+
 RuleOutcome evaluate_equals(const GateRule& rule, const VariantResult& variant, RuleOutcome out) {
   const char* const names[] = {"false", "true"};
   bool actual = variant.ran;
@@ -153,9 +188,9 @@ class VariantCheck {
       if (!problem.empty()) return finish(out, RuleStatus::Fail, problem);
     }
     switch (rule_.kind) {
-      case RuleKind::Absolute: return compare(out, rule_.min, rule_.max, "");
-      case RuleKind::Relative: return relative(out, captures);
-      case RuleKind::Baseline: return against_baseline(out);
+      case RuleKind::Absolute: return with_lines(compare(out, rule_.min, rule_.max, ""));
+      case RuleKind::Relative: return with_lines(relative(out, captures));
+      case RuleKind::Baseline: return with_lines(against_baseline(out));
       case RuleKind::Equals: break;
     }
     return out;
@@ -166,6 +201,15 @@ class VariantCheck {
     return wildcard_count(rule_.relative_to) == 0
                ? rule_.relative_to
                : substitute_wildcards(rule_.relative_to, captures);
+  }
+
+  // A failed rule on capture blockers, graph breaks or recompilations names their lines (the
+  // variant's sites of that kind, the most frequent first).
+  RuleOutcome with_lines(RuleOutcome out) const {
+    if (out.status != RuleStatus::Fail) return out;
+    const std::string lines = lines_of(variant_, rule_.metric);
+    if (!lines.empty()) out.message += "; at " + lines;
+    return out;
   }
 
   // A sites rule: the sites of the variant that the baseline's has not, by line.
@@ -180,7 +224,7 @@ class VariantCheck {
     std::string added;
     int n = 0;
     for (const SiteChange& c : diff_variant_sites(scenario_.name, *base, variant_)) {
-      if (c.kind != SiteChange::Added || c.sync != sync) continue;
+      if (c.kind != SiteChange::Added || c.sync != sync || !c.event.empty()) continue;
       added += (n++ ? "; " : "") + describe(c);
     }
     out.actual = n;

@@ -594,6 +594,11 @@ std::string tables_block(const ScenarioResult& s) {
     out += "<h4>Copy sites (blocking or pageable H2D / D2H copies in the measured window)</h4>\n" +
            html_table(copies.header, copies.rows, kSiteTableAlignment);
   }
+  const SiteTable events = event_site_table(s);
+  if (!events.rows.empty()) {
+    out += "<h4>Graph breaks, recompilations and capture blockers in the measured window</h4>\n" +
+           html_table(events.header, events.rows, kEventSiteTableAlignment);
+  }
   for (const VariantResult& v : s.variants) {
     for (const std::string& w : v.warnings) {
       out += "<p class=\"warning\">" + escape(v.name) + ": " + escape(w) + "</p>\n";

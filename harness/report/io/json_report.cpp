@@ -105,6 +105,15 @@ ReportJson variant_json(const VariantResult& v, MeasurementWriter& writer) {
                       {"frame", s.frame},
                       {"library", s.library}});
   }
+  ReportJson& events = out["event_sites"] = ReportJson::array();
+  for (const auto& s : v.event_sites) {
+    events.push_back({{"kind", s.kind},
+                      {"phase", s.phase},
+                      {"what", s.what},
+                      {"count", s.count},
+                      {"frame", s.frame},
+                      {"library", s.library}});
+  }
   out["timing"] = writer.list(v.timing);
   ReportJson& samples = out["samples"] = ReportJson::object();
   for (const auto& [name, values] : v.samples) {

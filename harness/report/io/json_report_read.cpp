@@ -240,6 +240,17 @@ VariantResult read_variant(const Node& v, const MeasurementReader& reader) {
       out.copy_sites.push_back(std::move(site));
     });
   }
+  if (auto n = v.find("event_sites")) {  // since 1.9.0
+    n->for_each_item([&](const Node& s) {
+      EventSite site{opt_string(s, "kind"),  opt_string(s, "phase"),   opt_string(s, "what"),
+                     opt_string(s, "frame"), opt_string(s, "library"), s.member("count").integer()};
+      if (!is_event_kind(site.kind)) {
+        s.fail("expected a kind of event: graph_break, recompile or capture_blocker");
+      }
+      if (site.count < 0) s.fail("expected a count >= 0");
+      out.event_sites.push_back(std::move(site));
+    });
+  }
   out.timing = reader.list(v, "timing");
   if (auto n = v.find("samples")) {
     n->for_each_entry([&](const std::string& name, const Node& list) {

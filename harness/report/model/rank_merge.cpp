@@ -46,6 +46,7 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
   merged.axes["ranks"] = std::to_string(ranks.size());
   merged.sync_sites.clear();
   merged.copy_sites.clear();
+  merged.event_sites.clear();
   merged.error.clear();
   merged.warnings.clear();
   std::map<std::tuple<std::string, std::string, std::string, std::string, std::string, std::string>,
@@ -53,6 +54,8 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
       sites;
   std::map<std::tuple<std::string, std::string, std::string, std::string, std::string>, CopySite>
       copy_sites;
+  std::map<std::tuple<std::string, std::string, std::string, std::string, std::string>, EventSite>
+      event_sites;
   size_t slowest = 0;
   bool any_failed_check = false;
   std::string details;
@@ -92,6 +95,10 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
       it->second.count += s.count;
       it->second.bytes += s.bytes;
     }
+    for (const EventSite& s : v.event_sites) {
+      auto [it, added] = event_sites.try_emplace({s.kind, s.phase, s.what, s.frame, s.library}, s);
+      if (!added) it->second.count += s.count;
+    }
     if (median_step_time(v) > median_step_time(*ranks[slowest])) slowest = r;
     if (v.correctness.checked) {
       merged.correctness.checked = true;
@@ -103,6 +110,7 @@ VariantResult merge_variant(const std::vector<const VariantResult*>& ranks) {
   }
   for (const auto& [key, site] : sites) merged.sync_sites.push_back(site);
   for (const auto& [key, site] : copy_sites) merged.copy_sites.push_back(site);
+  for (const auto& [key, site] : event_sites) merged.event_sites.push_back(site);
   if (merged.correctness.checked) {
     merged.correctness.passed = !any_failed_check;
     merged.correctness.detail = details;

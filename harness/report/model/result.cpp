@@ -6,6 +6,10 @@
 #include "harness/report/model/pattern.h"
 
 namespace harness {
+
+bool is_event_kind(const std::string& kind) {
+  return kind == kGraphBreak || kind == kRecompile || kind == kCaptureBlocker;
+}
 namespace {
 
 const Measurement* find_by_name(const std::vector<Measurement>& list, const std::string& name) {

@@ -55,6 +55,25 @@ struct CopySite {
   int64_t bytes = 0;
 };
 
+// An event of compiled code or of CUDA-graph capture, by line (since schema 1.9): a graph break
+// crossed ("graph_break": `what` is dynamo's reason), a recompilation ("recompile": the guard that
+// failed), or what would stop the step from being captured in a CUDA graph other than a sync or a
+// pageable copy, which have their own sites ("capture_blocker").
+inline constexpr const char* kGraphBreak = "graph_break";
+inline constexpr const char* kRecompile = "recompile";
+inline constexpr const char* kCaptureBlocker = "capture_blocker";
+// Whether `kind` is one of those three.
+bool is_event_kind(const std::string& kind);
+
+struct EventSite {
+  std::string kind;
+  std::string phase;
+  std::string what;
+  std::string frame;
+  std::string library;
+  int64_t count = 0;
+};
+
 struct Correctness {
   bool checked = false;  // false: the variant has no correctness check
   bool passed = false;
@@ -82,6 +101,7 @@ struct VariantResult {
   std::map<std::string, int64_t> launches_by_op;  // measured window, op name -> launches
   std::vector<SyncSite> sync_sites;               // measured window
   std::vector<CopySite> copy_sites;               // measured window
+  std::vector<EventSite> event_sites;             // measured window
   std::vector<Measurement> timing;                // e.g. "step_time.median" in ns
   // Every measured value behind a timing statistic, in ns, in step order: "step_time",
   // "step_cpu_time", "step_time_uninstrumented", "phase[<phase>].time" (one per step the phase

@@ -44,12 +44,12 @@ std::string render_result_table(const ResultTable& t) {
 // sites, `top` those shown, `cells` a site's row.
 template <typename All, typename Top, typename Cells>
 std::string render_sites(const ScenarioResult& s, const char* title, All all, Top top,
-                         Cells cells) {
+                         Cells cells, const char* alignment = "lllrrrl") {
   std::string out;
   for (const auto& v : s.variants) {
     const size_t sites = all(v).size();
     if (sites == 0) continue;
-    TextTable table({}, "lllrrrl");
+    TextTable table({}, alignment);
     for (const auto& site : top(v)) table.add_row(cells(v, site));
     out += "  " + v.name + "\n" + table.render("    ");
     if (sites > kSyncSitesShown) {
@@ -73,6 +73,15 @@ std::string render_copy_sites(const ScenarioResult& s) {
       "copy sites (phase, copy, blocking or pageable, count in the measured window, per step, "
       "bytes, where)",
       [](const VariantResult& v) -> const std::vector<CopySite>& { return v.copy_sites; }, top_copy_sites, copy_site_cells);
+}
+
+std::string render_event_sites(const ScenarioResult& s) {
+  return render_sites(
+      s,
+      "graph breaks, recompilations and capture blockers (phase, event, what, count in the "
+      "measured window, per step, where)",
+      [](const VariantResult& v) -> const std::vector<EventSite>& { return v.event_sites; },
+      top_event_sites, event_site_cells, "lllrrl");
 }
 
 // With --instrument-overhead: each variant's median step with the instrument on and off.
@@ -204,6 +213,7 @@ void ConsoleReporter::on_scenario_done(const ScenarioResult& s) {
   for (const auto& t : s.tables) out_ << render_result_table(t);
   out_ << render_sync_sites(s);
   out_ << render_copy_sites(s);
+  out_ << render_event_sites(s);
   out_ << render_instrument_overhead(s);
   if (show_phases_) out_ << render_phases(s);
   for (const auto& v : s.variants) {

@@ -231,6 +231,28 @@ SiteTable copy_site_table(const ScenarioResult& scenario) {
   return site_table<CopySite>(scenario, copy_site_header(), top_copy_sites, copy_site_cells);
 }
 
+SiteTable event_site_table(const ScenarioResult& scenario) {
+  return site_table<EventSite>(scenario, event_site_header(), top_event_sites, event_site_cells);
+}
+
+std::vector<EventSite> top_event_sites(const VariantResult& variant) {
+  return most_frequent(variant.event_sites);
+}
+
+std::vector<std::string> event_site_header() {
+  return {"phase", "event", "what", "count", "per step", "where"};
+}
+
+std::vector<std::string> event_site_cells(const VariantResult& variant, const EventSite& site) {
+  const std::string per_step =
+      variant.measured_steps > 0
+          ? format_number(static_cast<double>(site.count) /
+                          static_cast<double>(variant.measured_steps))
+          : "-";
+  return {site.phase,      site.kind, site.what, std::to_string(site.count),
+          per_step,        site_where(site.frame, site.library)};
+}
+
 std::vector<std::string> sync_site_header() {
   return {"phase", "op", "reason", "count", "waited", "waited/step", "where"};
 }

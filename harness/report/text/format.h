@@ -70,6 +70,13 @@ std::vector<CopySite> top_copy_sites(const VariantResult& variant);
 std::vector<std::string> copy_site_header();
 std::vector<std::string> copy_site_cells(const VariantResult& variant, const CopySite& site);
 
+// The event sites (graph breaks, recompilations, capture blockers) reporters show per variant:
+// the `kSyncSitesShown` most frequent ones; one as listed: phase, event, what, count, per step,
+// where.
+std::vector<EventSite> top_event_sites(const VariantResult& variant);
+std::vector<std::string> event_site_header();
+std::vector<std::string> event_site_cells(const VariantResult& variant, const EventSite& site);
+
 // The shown sync (copy) sites of every variant of a scenario, as the markdown and HTML reports
 // list them: a row per site led by the variant's name; the header with "variant" first. Its
 // alignment: kSiteTableAlignment.
@@ -80,5 +87,8 @@ struct SiteTable {
 SiteTable sync_site_table(const ScenarioResult& scenario);
 SiteTable copy_site_table(const ScenarioResult& scenario);
 inline constexpr const char* kSiteTableAlignment = "llllrrrl";
+// The same for event sites; its alignment: kEventSiteTableAlignment.
+SiteTable event_site_table(const ScenarioResult& scenario);
+inline constexpr const char* kEventSiteTableAlignment = "llllrrl";
 
 }  // namespace harness

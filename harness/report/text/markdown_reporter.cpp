@@ -50,6 +50,11 @@ void write_scenario(std::ostringstream& out, const ScenarioResult& s) {
     out << "\nCopy sites (blocking or pageable H2D / D2H copies in the measured window):\n\n";
     write_table(out, copies.header, kSiteTableAlignment, copies.rows);
   }
+  const SiteTable events = event_site_table(s);
+  if (!events.rows.empty()) {
+    out << "\nGraph breaks, recompilations and capture blockers in the measured window:\n\n";
+    write_table(out, events.header, kEventSiteTableAlignment, events.rows);
+  }
   for (const auto& v : s.variants) {
     for (const auto& w : v.warnings) out << "\n> **Warning** (" << v.name << "): " << w << "\n";
   }
