@@ -389,8 +389,11 @@ std::vector<at::Tensor> host_attention_backward(const at::Tensor& grad_out, cons
 }
 
 at::Tensor rng_state_for(double dropout_p, const at::Tensor& like) {
+  // Without dropout: a 0-dim seed, as the kernels' (and their meta functions', which inductor
+  // checks a compiled graph's outputs against). With it, the host generator's state, which the
+  // backward replays.
   return dropout_p > 0.0 ? save_host_rng_state()
-                         : at::empty({0}, like.options().device(at::kCPU).dtype(at::kByte));
+                         : at::zeros({}, like.options().device(at::kCPU).dtype(at::kLong));
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, c10::SymInt, c10::SymInt, at::Tensor,
@@ -404,9 +407,11 @@ flash_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
     auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), at::Tensor(),
                                      dropout_p, is_causal, scale_of(query, scale));
     const at::TensorOptions host = query.options().device(at::kCPU);
-    at::Tensor none = at::empty({0}, host.dtype(at::kLong));
-    // flash_api.cpp's mha_fwd allocates its output with empty_like of the query
-    return std::make_tuple(to_device(with_layout_of(out, query), device), to_device(lse, device),
+    at::Tensor none = at::zeros({}, host.dtype(at::kLong));  // the offset: 0-dim
+    // flash_api.cpp's mha_fwd allocates its output with empty_like of the query, its logsumexp
+    // [B, H, Lq] contiguous (the CPU kernel's is strided as [B, Lq, H]; inductor checks strides)
+    return std::make_tuple(to_device(with_layout_of(out, query), device),
+                           to_device(lse.contiguous(), device),
                            at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
                            c10::SymInt(key.size(2)), to_device(rng_state, device),
                            to_device(none, device), to_device(at::empty({0}, host), device));
@@ -442,8 +447,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention(
     const at::Tensor bias = attn_bias.has_value() ? on_host(*attn_bias) : at::Tensor();
     auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), bias, dropout_p,
                                      is_causal, scale_of(query, scale));
-    if (!compute_log_sumexp) lse = at::empty({0}, lse.options());
-    at::Tensor offset = at::empty({0}, query.options().device(at::kCPU).dtype(at::kLong));
+    // [B, H, Lq rounded up to 32], contiguous, as the kernel's (and its meta function's)
+    const int64_t lq = query.size(2);
+    lse = compute_log_sumexp
+              ? at::constant_pad_nd(lse.contiguous(), {0, (lq + 31) / 32 * 32 - lq}, 0.0)
+              : at::empty({0}, lse.options());
+    at::Tensor offset = at::zeros({}, query.options().device(at::kCPU).dtype(at::kLong));
     // _efficient_attention_forward's output is (B, Lq, H, Dv), returned transposed to BHSD
     return std::make_tuple(to_device(with_memory_order(out, {0, 2, 1, 3}), device),
                            to_device(lse, device), to_device(rng_state, device),
@@ -461,9 +470,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention_b
     const c10::DeviceIndex device = query.device().index();
     const bool has_bias = attn_bias.defined();
     const bool bias_grad = has_bias && grad_input_mask[3];
+    at::Tensor lse = on_host(logsumexp);  // rounded up to 32 queries by the forward
+    if (lse.defined() && lse.dim() == 3 && lse.size(2) > query.size(2)) {
+      lse = lse.narrow(2, 0, query.size(2));
+    }
     auto g =
         host_attention_backward(on_host(grad_out), on_host(query), on_host(key), on_host(value),
-                                on_host(out), on_host(logsumexp), on_host(attn_bias), bias_grad,
+                                on_host(out), lse, on_host(attn_bias), bias_grad,
                                 dropout_p, is_causal, scale_of(query, scale), on_host(philox_seed));
     return std::make_tuple(
         to_device(with_layout_of(g[0], query), device),
@@ -496,7 +509,8 @@ cudnn_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
     const at::Tensor bias = attn_bias.has_value() ? on_host(*attn_bias) : at::Tensor();
     auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), bias, dropout_p,
                                      is_causal, scale_of(query, scale));
-    lse = compute_log_sumexp ? lse.unsqueeze(-1) : at::Tensor();  // [B, H, Lq, 1], as cuDNN's
+    // [B, H, Lq, 1] contiguous, as cuDNN's
+    lse = compute_log_sumexp ? lse.contiguous().unsqueeze(-1) : at::Tensor();
     at::Tensor offset = at::empty({}, query.options().device(at::kCPU).dtype(at::kLong));
     return std::make_tuple(to_device(in_query_layout(out, query), device), to_device(lse, device),
                            at::Tensor(), at::Tensor(), c10::SymInt(query.size(2)),
