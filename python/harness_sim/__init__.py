@@ -70,3 +70,7 @@ _install_lightning_hook()  # Trainer(accelerator="sim") once Lightning is import
 from ._deepspeed_run import install_import_hook as _install_deepspeed_hook  # noqa: E402
 
 _install_deepspeed_hook()  # sim as DeepSpeed's accelerator under run or with DS_ACCELERATOR=sim
+
+from . import _compile  # noqa: E402
+
+_compile.install()  # torch.compile on sim, once torch's compiler is imported

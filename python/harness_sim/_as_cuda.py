@@ -7,9 +7,9 @@ state that ``torch.is_autocast_enabled("cuda")`` and the like read are sim's. Ev
 ``torch.cuda``, ``torch.backends.cuda``, ``torch.backends.cudnn`` and ``torch.accelerator`` is
 mapped, answered as one H100, left as it is or refused, as the table in ``_cuda_surface``
 (docs/as-cuda.md) says. Not mapped either, and failing with ``UnsupportedOnSim`` naming the call
-(exit 3): ``torch.compile``, Triton (``import triton``), custom CUDA kernels
+(exit 3): Triton (``import triton``), custom CUDA kernels
 (``torch.utils.cpp_extension.load`` / ``load_inline`` / ``CUDAExtension``), ``nn.DataParallel``
-over several devices.
+over several devices. ``torch.compile`` runs, on sim (``_compile``).
 """
 from __future__ import annotations
 
@@ -118,6 +118,16 @@ class _BlockTriton(importlib.abc.MetaPathFinder):
         raise UnsupportedOnSim(refusal("import triton", "Triton kernels are compiled for a GPU"))
 
 
+def _forget_triton_probes() -> None:
+    """torch caches whether Triton is there (``torch.utils._triton``'s ``functools.cache``
+    probes, which dynamo and inductor ask): asked again, they see what is importable now."""
+    import torch.utils._triton as probes
+    for name in dir(probes):
+        clear = getattr(getattr(probes, name), "cache_clear", None)
+        if callable(clear):
+            clear()
+
+
 class AsCuda:
     """Installs the mapping for the program's run and takes it away afterwards."""
 
@@ -140,8 +150,6 @@ class AsCuda:
 
     def install(self) -> None:
         self._install_surface()
-        self._set(torch, "compile", refused_function(
-            "torch.compile", "it generates Triton or C++ kernels, not sim ops"))
         # nn.DataParallel over several devices scatters, replicates and gathers with CUDA's own
         # C++ (torch._C._scatter, ...): refused, naming it (one device runs its module directly)
         import torch.nn.parallel.comm as comm
@@ -169,6 +177,7 @@ class AsCuda:
         # A Triton already imported (by torch or a library) is hidden from the program.
         self._triton = {k: sys.modules.pop(k) for k in list(sys.modules)
                         if k == "triton" or k.startswith("triton.")}
+        _forget_triton_probes()
         sys.meta_path.insert(0, self._finder)
         self._mode.__enter__()
 
@@ -264,6 +273,7 @@ class AsCuda:
         if self._finder in sys.meta_path:
             sys.meta_path.remove(self._finder)
         sys.modules.update(self._triton)
+        _forget_triton_probes()
         for owner, name, value in reversed(self._saved):
             setattr(owner, name, value)
         self._saved.clear()

@@ -202,6 +202,14 @@ def _site_lines(counts: dict, steps: int) -> None:
         where = _counting._where(s["frame"], s["library"])
         w(f"    {s['count']} x {s['how']} {s['kind']} ({s['bytes']} bytes) in {s['phase']}"
           + (f" at {where}" if where else "") + "\n")
+    events = sorted(counts.get("event_sites", []), key=lambda s: -s["count"])
+    if events:
+        w(f"  graph breaks, recompilations and capture blockers in the {steps} counted steps, "
+          "by line:\n")
+    for s in events:
+        where = _counting._where(s["frame"], s["library"])
+        w(f"    {s['count']} x {s['kind']} ({s['what']}) in {s['phase']}"
+          + (f" at {where}" if where else "") + "\n")
 
 
 def _gates(bench: str, report: str, args) -> int:

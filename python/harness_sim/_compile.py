@@ -1,0 +1,206 @@
+"""``torch.compile`` on sim: what compiled code costs, counted as eager code is.
+
+**The backend.** Inductor, as on CUDA, with sim registered as a device whose kernels are generated
+as for the CPU (``register_backend_for_device``: C++ and OpenMP, since sim memory is host memory,
+which is how PyTorch's own test of an out-of-tree inductor backend does it). Each kernel inductor
+generates is **one launch**, named ``inductor::<kernel>`` (``inductor::cpp_fused_gelu_0``), as a
+Triton kernel is one launch on CUDA; what inductor leaves to ATen (matmuls, convolutions, SDPA:
+its "extern kernels") runs through the dispatcher and is counted as in eager code. Inductor's C++
+backend fuses as its Triton backend does for pointwise and reduction chains, but not always
+alike (docs/compile.md gives the measured difference). ``backend="aot_eager"`` or ``"eager"``
+need nothing of this: every ATen op of their graphs runs on sim and is a launch.
+
+**Graph breaks and recompilations** are events with the line dynamo names:
+
+- a graph break is counted each time a compiled graph that ended at one has run (dynamo's
+  ``GraphCompileReason``, on the graph it hands its backend), with the first line of dynamo's
+  reason and the line of the program it broke at: ``graph_break.count`` per step;
+- a recompilation is counted when dynamo recompiles a frame because a guard failed, with the
+  guard (``get_and_maybe_log_recompilation_reasons``): ``recompile.count``.
+
+The op at a break (``.item()``, a print of a tensor) runs eagerly and is counted as any other:
+a sync at its line. Both hooks are dynamo internals of the torch releases harness_sim supports
+(2.11 and 2.15), pinned by python/tests/test_compile.py.
+"""
+from __future__ import annotations
+
+import functools
+import sys
+
+import torch
+
+from . import _C
+
+LAUNCH_PREFIX = "inductor::"
+_REASON_CHARS = 160
+_installed = {"inductor": False, "dynamo": False}
+
+
+def _launch(name, kernel, *args):
+    """What the generated wrapper calls for each kernel: one launch, timed for the trace."""
+    begin = _C.begin_time()
+    kernel(*args)
+    _C.record_launch(name, begin)
+
+
+def _register_inductor() -> None:
+    """Sim in inductor's and dynamo's device registries (once, after torch._inductor.compile_fx
+    has been imported)."""
+    if _installed["inductor"]:
+        return
+    _installed["inductor"] = True
+    from torch._dynamo.device_interface import CpuInterface, register_interface_for_device
+    from torch._inductor.codegen.common import (register_backend_for_device,
+                                                register_device_op_overrides)
+    from torch._inductor.codegen.cpp import CppScheduling
+    from torch._inductor.codegen.cpu_device_op_overrides import CpuDeviceOpOverrides
+    from torch._inductor.codegen.wrapper import PythonWrapperCodegen, SubgraphPythonWrapperCodegen
+    from torch._inductor.virtualized import V
+
+    class SimInterface(CpuInterface):
+        """Dynamo's and inductor's view of sim: CPU's, with sim's devices."""
+
+        @staticmethod
+        def current_device() -> int:
+            return _C.current_device()
+
+        @staticmethod
+        def device_count() -> int:
+            return _C.device_count()
+
+        @staticmethod
+        def is_triton_capable(device=None) -> bool:
+            return False
+
+    class SimWrapperCodegen(PythonWrapperCodegen):
+        """Python wrapper code that calls each generated kernel through ``_launch``."""
+
+        @staticmethod
+        def create(is_subgraph, subgraph_name, parent_wrapper, partition_signatures=None):
+            if is_subgraph:
+                return SubgraphPythonWrapperCodegen(subgraph_name, parent_wrapper,
+                                                    partition_signatures)
+            return SimWrapperCodegen()
+
+        def write_header(self) -> None:
+            super().write_header()
+            self.imports.splice("from harness_sim._compile import _launch as _harness_sim_launch",
+                                strip=True)
+
+        def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None,
+                                         triton=True, **kwargs):
+            device = device or V.graph.get_current_device_or_throw()
+            if device.type != "sim" or triton:
+                return super()._generate_kernel_call_helper(
+                    kernel_name, call_args, device=device, triton=triton, **kwargs)
+            args = ", ".join([repr(LAUNCH_PREFIX + kernel_name), kernel_name, *call_args])
+            self.writeline(f"_harness_sim_launch({args}){self.ending}")
+            return None
+
+    _backend_of_sim_is_cpus()
+    register_interface_for_device("sim", SimInterface)
+    register_backend_for_device("sim", CppScheduling, SimWrapperCodegen)
+    register_device_op_overrides("sim", CpuDeviceOpOverrides())
+
+
+def _backend_of_sim_is_cpus() -> None:
+    """Inductor asks ``get_current_backend(device_type)`` which code generator a device has
+    (its dtype propagation and bf16 upcasts follow the answer): any device but cpu, mps and xpu is
+    answered as CUDA's (Triton). Sim's is the CPU's. The function is imported by name into
+    inductor's modules: each one that holds it gets the answer for sim."""
+    from torch._inductor import config, utils
+
+    original = utils.get_current_backend
+    if getattr(original, "_harness_sim", False):
+        return
+
+    @functools.wraps(original)
+    def get_current_backend(device_type=None):
+        if not device_type:
+            from torch._inductor.virtualized import V
+            device_type = V.graph.get_current_device_or_throw().type
+        return config.cpu_backend if device_type == "sim" else original(device_type)
+
+    get_current_backend._harness_sim = True
+    for name, module in list(sys.modules.items()):
+        if (name == "torch._inductor" or name.startswith("torch._inductor.")) and \
+                getattr(module, "get_current_backend", None) is original:
+            module.get_current_backend = get_current_backend
+
+
+def _reason_text(reason: str) -> str:
+    """Dynamo's reason, first line, at most _REASON_CHARS characters."""
+    text = " ".join(str(reason).strip().splitlines()[:1]).strip() or "graph break"
+    return text if len(text) <= _REASON_CHARS else text[:_REASON_CHARS - 3] + "..."
+
+
+def _site(stack) -> tuple[str, str]:
+    """(frame, library) of a stack of ``traceback.FrameSummary``, outermost first."""
+    lines = [(f.filename, int(f.lineno or 0), f.name) for f in reversed(list(stack or []))]
+    return tuple(_C.site_of(lines)) if lines else ("", "")
+
+
+def _counting_breaks(compiled, reason: str, frame: str, library: str):
+    """``compiled`` (a graph that ended at a graph break), recording the break each time it has
+    run."""
+
+    @functools.wraps(compiled)
+    def run_then_break(*args, **kwargs):
+        result = compiled(*args, **kwargs)
+        _C.record_event("graph_break", reason, frame, library)
+        return result
+
+    return run_then_break
+
+
+def _register_dynamo() -> None:
+    """Graph breaks and recompilations recorded (once, after torch._dynamo has been imported)."""
+    if _installed["dynamo"]:
+        return
+    _installed["dynamo"] = True
+    from torch._dynamo import convert_frame
+    from torch._dynamo.output_graph import OutputGraph
+
+    call_user_compiler = OutputGraph.call_user_compiler
+
+    @functools.wraps(call_user_compiler)
+    def compile_graph(self, gm, *args, **kwargs):
+        compiled = call_user_compiler(self, gm, *args, **kwargs)
+        why = getattr(gm, "compile_subgraph_reason", None) or getattr(
+            self, "compile_subgraph_reason", None)
+        if why is None or not getattr(why, "graph_break", False):
+            return compiled
+        frame, library = _site(getattr(why, "user_stack", None))
+        return _counting_breaks(compiled, _reason_text(why.reason), frame, library)
+
+    OutputGraph.call_user_compiler = compile_graph
+
+    reasons_of = convert_frame.get_and_maybe_log_recompilation_reasons
+
+    @functools.wraps(reasons_of)
+    def recompilation_reasons(cache_entry, frame, *args, **kwargs):
+        reasons = reasons_of(cache_entry, frame, *args, **kwargs)
+        if not kwargs.get("skip_logging", False):
+            code = getattr(frame, "f_code", None)
+            where = ("", "")
+            if code is not None:
+                where = tuple(_C.site_of([(code.co_filename, code.co_firstlineno,
+                                           code.co_name)]))
+            what = _reason_text(reasons[0]) if reasons else "a guard failed"
+            _C.record_event("recompile", what, *where)
+        return reasons
+
+    convert_frame.get_and_maybe_log_recompilation_reasons = recompilation_reasons
+
+
+def install() -> None:
+    """Sim for ``torch.compile``: at once where torch's compiler is imported already, else
+    right after it is."""
+    from ._lightning_run import _AfterImport
+
+    for module, register in (("torch._dynamo", _register_dynamo),
+                             ("torch._inductor.compile_fx", _register_inductor)):
+        if module in sys.modules:
+            register()
+        elif not any(isinstance(f, _AfterImport) and f.name == module for f in sys.meta_path):
+            sys.meta_path.insert(0, _AfterImport(module, register))
