@@ -25,6 +25,7 @@ a sync at its line. Both hooks are dynamo internals of the torch releases harnes
 from __future__ import annotations
 
 import functools
+import re
 import sys
 
 import torch
@@ -134,6 +135,17 @@ def _reason_text(reason: str) -> str:
     return text if len(text) <= _REASON_CHARS else text[:_REASON_CHARS - 3] + "..."
 
 
+_CACHE_ENTRY = re.compile(r"^\d+/\d+: ")
+_NUMBER = re.compile(r"(?<![\w.:/])-?\d+(\.\d+)?([eE][-+]?\d+)?(?![\w.])")
+
+
+def _guard_text(reason: str) -> str:
+    """The guard that failed, as one site however its values change: without dynamo's cache
+    entry ("1/3: ") and with each number as N (a guard on a Python float fails with a new value
+    each step: "___stack0 == N")."""
+    return _reason_text(_NUMBER.sub("N", _CACHE_ENTRY.sub("", str(reason).strip())))
+
+
 def _site(stack) -> tuple[str, str]:
     """(frame, library) of a stack of ``traceback.FrameSummary``, outermost first."""
     lines = [(f.filename, int(f.lineno or 0), f.name) for f in reversed(list(stack or []))]
@@ -186,7 +198,7 @@ def _register_dynamo() -> None:
             if code is not None:
                 where = tuple(_C.site_of([(code.co_filename, code.co_firstlineno,
                                            code.co_name)]))
-            what = _reason_text(reasons[0]) if reasons else "a guard failed"
+            what = _guard_text(reasons[0]) if reasons else "a guard failed"
             _C.record_event("recompile", what, *where)
         return reasons
 

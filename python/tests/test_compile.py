@@ -169,6 +169,12 @@ def test_a_capture_gate_passes_a_capturable_loop_and_names_the_line_that_breaks_
     steps = _report(tmp_path / "r.json")["steps"]
     assert _per_step(steps)["graph_break.count"] == 1
     assert _per_step(steps)["capture.blockers"] == 1
+    # the code after the break is specialized on the float read back: a recompile every step,
+    # named by the guard however the value changes (dynamo words the first guard apart)
+    assert _per_step(steps)["recompile.count"] == 1
+    recompiles = [s for s in steps["event_sites"] if s["kind"] == "recompile"]
+    assert sum(s["count"] for s in recompiles) == 5 and len(recompiles) <= 2, recompiles
+    assert all("== N" in s["what"] for s in recompiles), recompiles
 
 
 def test_compare_names_a_new_graph_break_by_line(tmp_path, bench):

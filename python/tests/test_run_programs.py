@@ -258,7 +258,6 @@ def test_lightning_accelerator_gpu_as_cuda_trains_on_sim_as_accelerator_sim(tmp_
 
 
 @pytest.mark.parametrize("call, named", [
-    ("torch.compile(torch.nn.Linear(2, 2))", "torch.compile"),
     ("torch.cuda.CUDAGraph()", "torch.cuda.CUDAGraph"),
     ("import triton", "import triton"),
     ("import os; os.environ['CUDA_VISIBLE_DEVICES'] = '0,1'\n"
