@@ -99,6 +99,7 @@ def _register_inductor() -> None:
             return None
 
     _backend_of_sim_is_cpus()
+    _sim_nodes_are_cpu_nodes()
     register_interface_for_device("sim", SimInterface)
     register_backend_for_device("sim", CppScheduling, SimWrapperCodegen)
     register_device_op_overrides("sim", CpuDeviceOpOverrides())
@@ -127,6 +128,30 @@ def _backend_of_sim_is_cpus() -> None:
         if (name == "torch._inductor" or name.startswith("torch._inductor.")) and \
                 getattr(module, "get_current_backend", None) is original:
             module.get_current_backend = get_current_backend
+
+
+def _sim_nodes_are_cpu_nodes() -> None:
+    """The scheduler keeps the CPU's code generator to the CPU's rules (no SIMD loop reindexing
+    or grouping, torch 2.15's fusion of a reduction with a pointwise) by asking a node
+    ``is_cpu()``, and lowering asks ``ir.is_cpu(x)``: sim's nodes are generated as the CPU's."""
+    from torch._inductor import ir, scheduler
+
+    node_is_cpu = scheduler.BaseSchedulerNode.is_cpu
+    if getattr(node_is_cpu, "_harness_sim", False):
+        return
+
+    @functools.wraps(node_is_cpu)
+    def is_cpu(self) -> bool:
+        device = self.get_device()
+        return device is not None and device.type in ("cpu", "sim")
+
+    is_cpu._harness_sim = True
+    scheduler.BaseSchedulerNode.is_cpu = is_cpu
+    if hasattr(ir, "is_cpu") and hasattr(ir, "get_device_type"):
+        def ir_is_cpu(x) -> bool:
+            return ir.get_device_type(x) in ("cpu", "sim")
+
+        ir.is_cpu = ir_is_cpu
 
 
 def _reason_text(reason: str) -> str:

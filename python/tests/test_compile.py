@@ -169,12 +169,16 @@ def test_a_capture_gate_passes_a_capturable_loop_and_names_the_line_that_breaks_
     steps = _report(tmp_path / "r.json")["steps"]
     assert _per_step(steps)["graph_break.count"] == 1
     assert _per_step(steps)["capture.blockers"] == 1
-    # the code after the break is specialized on the float read back: a recompile every step,
-    # named by the guard however the value changes (dynamo words the first guard apart)
-    assert _per_step(steps)["recompile.count"] == 1
+    # the code after the break is specialized on the float read back: torch 2.11 recompiles it
+    # every step, named by the guard however the value changes (dynamo words the first guard
+    # apart); torch 2.15 makes the float dynamic after its first recompilation
     recompiles = [s for s in steps["event_sites"] if s["kind"] == "recompile"]
-    assert sum(s["count"] for s in recompiles) == 5 and len(recompiles) <= 2, recompiles
-    assert all("== N" in s["what"] for s in recompiles), recompiles
+    if torch.__version__.startswith("2.11"):
+        assert _per_step(steps)["recompile.count"] == 1
+        assert sum(s["count"] for s in recompiles) == 5 and len(recompiles) <= 2, recompiles
+        assert all("== N" in s["what"] for s in recompiles), recompiles
+    else:
+        assert _per_step(steps)["recompile.count"] > 0 and recompiles
 
 
 def test_compare_names_a_new_graph_break_by_line(tmp_path, bench):
