@@ -35,6 +35,16 @@ from . import _C
 LAUNCH_PREFIX = "inductor::"
 _REASON_CHARS = 160
 _installed = {"inductor": False, "dynamo": False}
+_launched = {"any": False}  # whether a kernel inductor generated for sim ran in this process
+
+BACKEND_NOTE = ("torch.compile: inductor generated C++ kernels for sim, each one launch "
+                "(inductor::<kernel>); on CUDA it generates Triton kernels, which fuse alike but "
+                "not always the same (docs/compile.md)")
+
+
+def report_warnings() -> list[str]:
+    """What a report says of compiled code: the backend, once inductor generated code for sim."""
+    return [BACKEND_NOTE] if _launched["any"] else []
 
 
 def _launch(name, kernel, *args):
@@ -42,6 +52,7 @@ def _launch(name, kernel, *args):
     begin = _C.begin_time()
     kernel(*args)
     _C.record_launch(name, begin)
+    _launched["any"] = True
 
 
 def _register_inductor() -> None:

@@ -13,7 +13,7 @@ from typing import Iterable, Mapping
 
 import torch
 
-from . import _C
+from . import _C, _compile
 
 
 class phase(contextlib.ContextDecorator):
@@ -270,6 +270,7 @@ def write_report(path: str | os.PathLike, variants: Mapping[str, Counts], scenar
         rows.append((name, dict((axes or {}).get(name, {})), counts._session))
     warnings = ["simulated device: copies, syncs and launches follow CUDA's rules; times are "
                 "host CPU times, not GPU times"]
+    warnings += _compile.report_warnings()
     if measured_window is None:
         measured_window = "the with-block of harness_sim.count(); per step: its c.step() blocks"
     _C.write_report(os.fspath(path), _provenance(), warnings, scenario, description,

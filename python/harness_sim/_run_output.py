@@ -7,7 +7,7 @@ import shutil
 import subprocess
 import sys
 
-from . import _C, _counting
+from . import _C, _compile, _counting
 from ._run_exit import EXIT_GATE, EXIT_OK, EXIT_USAGE
 from ._run_options import RunOptions
 from ._run_ranks import _StartedRanks, _TorchrunPeers
@@ -30,6 +30,7 @@ def write_report(options: RunOptions, path: str, variants: list) -> None:
     """StepWindows' writer: the report of the program's `variants` (name, counts) at `path`."""
     warnings = ["simulated device: copies, syncs and launches follow CUDA's rules; times are "
                 "host CPU times, not GPU times"]
+    warnings += _compile.report_warnings()
     if options.as_cuda:
         warnings.append("--as-cuda: the program's CUDA calls ran on sim")
     config = _config(options)

@@ -134,6 +134,9 @@ def test_run_counts_a_compiled_gpt_written_for_cuda_unchanged(tmp_path):
     assert run(["--as-cuda", "-q", "--out", str(compiled), "--", program]) == 0
     assert run(["--as-cuda", "-q", "--out", str(eager), "--", program, "--no-compile"]) == 0
     e, c = _report(eager)["steps"], _report(compiled)["steps"]
+    # the report says which backend made the compiled step's launches
+    assert any("inductor generated C++ kernels for sim" in w
+               for w in json.loads(compiled.read_text())["warnings"])
     assert any(op.startswith("inductor::") for op in c["launches_by_op"])
     # the program's syncs and copies are the same, compiled or not; launches are fewer
     for name in ("sync.count", "h2d.count", "d2h.count", "capture.blockers"):
