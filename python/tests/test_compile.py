@@ -20,9 +20,13 @@ PROGRAMS = REPO / "examples" / "programs"
 
 @pytest.fixture(autouse=True)
 def fresh_dynamo():
+    # dynamo's first use turns torch.distributions' argument checks off for the whole process
+    # (TorchPatcher.patch in eval_frame.py): the tests after these must find them as they were
+    validate = torch.distributions.Distribution._validate_args
     torch._dynamo.reset()
     yield
     torch._dynamo.reset()
+    torch.distributions.Distribution.set_default_validate_args(validate)
 
 
 def _line_of(function, text: str) -> int:
