@@ -89,10 +89,6 @@ RuleOutcome finish(RuleOutcome out, RuleStatus status, std::string message) {
   return out;
 }
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // The sites behind a metric of capture blockers, graph breaks or recompilations, in a line:
 // "2/step at train.py:42 in step (aten::_local_scalar_dense, item) in train.step; ...".
 // "" for another metric, or where the variant has no such site.

@@ -28,11 +28,6 @@ std::string join(const std::set<std::string>& names) {
 }
 
 
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 // The forms of result.h's metric paths, each with a non-empty measurement name.
 bool is_metric_path(const std::string& path) {
   for (const char* prefix : {"per_step.", "total.", "timing."}) {

@@ -25,6 +25,11 @@ bool starts_with(const std::string& text, const std::string& prefix) {
   return text.compare(0, prefix.size(), prefix) == 0;
 }
 
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 size_t wildcard_count(const std::string& pattern) {
   return static_cast<size_t>(std::count(pattern.begin(), pattern.end(), '*'));
 }

@@ -12,6 +12,8 @@ size_t wildcard_count(const std::string& pattern);
 
 // True when `text` begins with `prefix` (metric paths: "per_step.", "samples.", "phase[").
 bool starts_with(const std::string& text, const std::string& prefix);
+// True when `text` ends with `suffix` (metric names: ".count", "capture.blockers").
+bool ends_with(const std::string& text, const std::string& suffix);
 
 // True when `text` matches `pattern`. On a match, `captures` (when given) receives the text matched
 // by each '*', in order; each '*' takes the shortest text that lets the rest of the pattern match.

@@ -200,6 +200,12 @@ std::vector<Site> most_frequent(std::vector<Site> sites) {
   return sites;
 }
 
+// A site's count per measured step, as a cell ("-" where no step was measured).
+std::string per_step_cell(const VariantResult& variant, int64_t count) {
+  if (variant.measured_steps <= 0) return "-";
+  return format_number(static_cast<double>(count) / static_cast<double>(variant.measured_steps));
+}
+
 // Every variant's shown sites as rows led by the variant's name, under `header` with "variant"
 // first.
 template <typename Site, typename Top, typename Cells>
@@ -244,11 +250,7 @@ std::vector<std::string> event_site_header() {
 }
 
 std::vector<std::string> event_site_cells(const VariantResult& variant, const EventSite& site) {
-  const std::string per_step =
-      variant.measured_steps > 0
-          ? format_number(static_cast<double>(site.count) /
-                          static_cast<double>(variant.measured_steps))
-          : "-";
+  const std::string per_step = per_step_cell(variant, site.count);
   return {site.phase,      site.kind, site.what, std::to_string(site.count),
           per_step,        site_where(site.frame, site.library)};
 }
@@ -271,11 +273,7 @@ std::vector<std::string> copy_site_header() {
 }
 
 std::vector<std::string> copy_site_cells(const VariantResult& variant, const CopySite& site) {
-  const std::string per_step =
-      variant.measured_steps > 0
-          ? format_number(static_cast<double>(site.count) /
-                          static_cast<double>(variant.measured_steps))
-          : "-";
+  const std::string per_step = per_step_cell(variant, site.count);
   return {site.phase,
           site.kind,
           site.how,
