@@ -42,14 +42,14 @@ struct Variant {
 
 // Ranked variants first: the one-process ones run on rank 0 alone, after the others are done.
 constexpr Layout kLayouts[] = {Layout::World2, Layout::ShardedCheckpoint, Layout::World1};
-constexpr MetricCheckpointing kPolicies[] = {MetricCheckpointing::TrainerDefault,
+constexpr MetricCheckpointing kMetricPolicies[] = {MetricCheckpointing::TrainerDefault,
                                              MetricCheckpointing::TrainerFaultTolerant,
                                              MetricCheckpointing::StrategyOwned};
 
 std::vector<Variant> all_variants() {
   std::vector<Variant> out;
   for (Layout layout : kLayouts) {
-    for (MetricCheckpointing policy : kPolicies) out.push_back({layout, policy});
+    for (MetricCheckpointing policy : kMetricPolicies) out.push_back({layout, policy});
   }
   return out;
 }

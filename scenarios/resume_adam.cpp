@@ -25,7 +25,7 @@ using runtime::AdamImpl;
 using runtime::RestorePolicy;
 
 constexpr AdamImpl kImpls[] = {AdamImpl::Foreach, AdamImpl::ForLoop};
-constexpr RestorePolicy kPolicies[] = {RestorePolicy::MoveAll, RestorePolicy::KeepStep,
+constexpr RestorePolicy kRestorePolicies[] = {RestorePolicy::MoveAll, RestorePolicy::KeepStep,
                                        RestorePolicy::Rebuild};
 
 std::string fresh_name(AdamImpl impl) { return std::string("fresh/") + to_string(impl); }
@@ -39,7 +39,7 @@ class ResumeAdam final : public Scenario {
     std::vector<std::string> names;
     for (AdamImpl impl : kImpls) {
       names.push_back(fresh_name(impl));
-      for (RestorePolicy p : kPolicies) names.push_back(resume_name(p, impl));
+      for (RestorePolicy p : kRestorePolicies) names.push_back(resume_name(p, impl));
     }
     return names;
   }
@@ -59,7 +59,7 @@ class ResumeAdam final : public Scenario {
       // The fresh run is the reference and writes the checkpoint: it runs whenever a variant of
       // this implementation is wanted.
       bool wanted = ctx.wants_variant(fresh_name(impl));
-      for (RestorePolicy p : kPolicies) wanted = wanted || ctx.wants_variant(resume_name(p, impl));
+      for (RestorePolicy p : kRestorePolicies) wanted = wanted || ctx.wants_variant(resume_name(p, impl));
       if (!wanted) continue;
       const std::string ckpt_dir = ctx.scratch_dir + "/resume_adam_" + to_string(impl);
       const std::string ckpt = checkpoint_at_step_n(ckpt_dir, preset);
@@ -74,7 +74,7 @@ class ResumeAdam final : public Scenario {
       });
       if (ctx.wants_variant(fresh.name)) result.variants.push_back(fresh);
 
-      for (RestorePolicy policy : kPolicies) {
+      for (RestorePolicy policy : kRestorePolicies) {
         const std::string name = resume_name(policy, impl);
         if (!ctx.wants_variant(name)) continue;
         result.variants.push_back(runner.run(name, [&](VariantResult& r) {

@@ -53,8 +53,8 @@ std::string as_string(const std::vector<char>& bytes) { return {bytes.begin(), b
 std::vector<char> as_bytes(const std::string& s) { return {s.begin(), s.end()}; }
 
 // A DDP + ZeRO-1 training set-up on this rank's device.
-struct ShardedRun {
-  ShardedRun(RunContext& ctx, const TrainingPreset& preset, ParamBroadcast mode,
+struct ZeroRun {
+  ZeroRun(RunContext& ctx, const TrainingPreset& preset, ParamBroadcast mode,
              int64_t max_steps)
       : model(preset.model(), runtime::AdamOptions{}),
         data(preset.data(ctx.device.kind)),
@@ -121,7 +121,7 @@ class ZeroBroadcast final : public Scenario {
  private:
   static void run_consolidation(RunContext& ctx, const TrainingPreset& preset, Consolidation how,
                                 const std::string& name, VariantResult& r) {
-    ShardedRun run(ctx, preset, ParamBroadcast::PerParameter, preset.steps_before);
+    ZeroRun run(ctx, preset, ParamBroadcast::PerParameter, preset.steps_before);
     run.trainer.fit(run.model);  // N warm-up steps: every shard has Adam state
     runtime::ZeroRedundancyOptimizer& zero = run.zero();
     StepWindow window(ctx.instrument, run.trainer.global_step(), ctx.options.instrument_overhead);
@@ -173,7 +173,7 @@ class ZeroBroadcast final : public Scenario {
   static void run_param_broadcast(RunContext& ctx, const TrainingPreset& preset,
                                   ParamBroadcast mode, const std::string& name,
                                   VariantResult& r) {
-    ShardedRun run(ctx, preset, mode, 2 * preset.steps_before);
+    ZeroRun run(ctx, preset, mode, 2 * preset.steps_before);
     StepWindow window(ctx.instrument, preset.steps_before, ctx.options.instrument_overhead);
     run.trainer.add_callback(&window);
     run.trainer.fit(run.model);

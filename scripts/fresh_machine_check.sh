@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Runs the README's two commands on a bare Debian 12, as a new user would: debootstraps a minimal
 # bookworm (no CUDA toolkit, no compiler, no LibTorch), clones this repository into it, and runs
-#   ./scripts/bench.sh --scenario resume_adam
-#   ./scripts/test.sh
-# inside it exactly as written, then both again (the warm, idempotent runs), printing each time;
+#   ./scripts/bench.sh --scenario resume_adam     (builds bench alone)
+#   ./scripts/test.sh                             (builds the rest)
+# inside it exactly as written, then both again (the warm, idempotent runs: nothing fetched,
+# configured, compiled or linked), printing each time;
 # then what CI adds, scripts/test_python.sh (the Python side: a 4.7 GB environment), cold and warm
 # (WITH_PYTHON=0 skips it).
 #
@@ -109,6 +110,10 @@ fi
 # Idempotent: the second runs fetch, install and configure nothing.
 if grep -hE '^\[setup\] (fetching|installing|configuring)' "$root.bench-warm.log" "$root.test-warm.log" >&2; then
   die "the second runs set something up again (lines above)"
+fi
+# ... and compile and link nothing (ninja's lines; the git sha is checked on every build).
+if grep -hE '(Building|Linking) CXX' "$root.bench-warm.log" "$root.test-warm.log" >&2; then
+  die "the second runs built something again (lines above)"
 fi
 grep -E 'tests passed|tests failed' "$root.test-cold.log" | tail -n 1 >&2 || true
 printf '\n%s\n' "fresh machine check passed (bookworm minbase root at $root, no CUDA toolkit):"

@@ -5,7 +5,8 @@
 #   2. LibTorch 2.11.0 taken from the PyPI `torch` wheel into a machine-wide cache.
 #   3. CUDA 13's runtime and CUPTI libraries from PyPI, only where LibTorch's CPU library misses
 #      them (a machine without a CUDA toolkit).
-#   4. CMake configure (once) and build of build/ (incremental; ccache in the machine-wide cache).
+#   4. CMake configure (once) and build of build/ (incremental; ccache in the machine-wide cache):
+#      everything, or only HARNESS_BUILD_TARGETS (scripts/bench.sh: bench and what it links).
 # A second run checks markers and goes straight to the (no-op) build.
 # Environment: HARNESS_WITH_TEST_TOOLS=1 (set by scripts/test.sh) also installs what only the tests
 #              use: Google Benchmark's compare.py (libbenchmark-tools) and the scipy it imports,
@@ -13,7 +14,8 @@
 #              HARNESS_CACHE (default /var/cache/harness), LIBTORCH_ROOT (your own LibTorch),
 #              BUILD_DIR (default build), BUILD_TYPE (default Release),
 #              HARNESS_CMAKE_ARGS (extra configure arguments, e.g. -DHARNESS_WITH_CUDA=ON),
-#              HARNESS_SKIP_BUILD=1 (configure only).
+#              HARNESS_BUILD_TARGETS (default all: the tests, benchmarks and fuzz replays too;
+#              scripts/bench.sh builds bench alone), HARNESS_SKIP_BUILD=1 (configure only).
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -163,4 +165,5 @@ if [ ! -f "$build_dir/build.ninja" ]; then
     die "cmake configure failed"
 fi
 [ "${HARNESS_SKIP_BUILD:-0}" = 1 ] && exit 0  # configure only (scripts/fuzz.sh builds its targets)
-cmake --build "$build_dir" -- -j"$(nproc)" >&2 || die "build failed"
+read -r -a targets <<<"${HARNESS_BUILD_TARGETS:-all}"
+cmake --build "$build_dir" --target "${targets[@]}" -- -j"$(nproc)" >&2 || die "build failed"

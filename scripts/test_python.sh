@@ -21,7 +21,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${BUILD_DIR:-$repo/build}
 say() { printf '[test-python] %s\n' "$*" >&2; }
 
-"$repo/scripts/setup.sh"
+HARNESS_BUILD_TARGETS=${HARNESS_BUILD_TARGETS:-bench} "$repo/scripts/setup.sh"  # the fidelity test runs bench
 py=$("$repo/scripts/python_env.sh")
 if [ -n "${HARNESS_SIM_WHEEL:-}" ]; then  # a wheel built from the sdist (scripts/test_sdist.sh)
   say "installing $(basename "$HARNESS_SIM_WHEEL") into $(dirname "$(dirname "$py")")"

@@ -27,7 +27,7 @@ namespace {
 using Event = TraceRecorder::Event;
 using Kind = TraceRecorder::Kind;
 
-double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+double ns_to_us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
 // The duration, in µs, a slice of device work starting at `begin_us` is written with: its own,
 // or longer so that it reaches the next whole microsecond. HTA reads nanosecond traces by rounding
@@ -62,10 +62,10 @@ std::string TraceRecorder::to_kineto_json(
   const Snapshot s = snapshot();
   const int64_t os_pid = ::getpid();
   nlohmann::json events = nlohmann::json::array();
-  auto ts = [&](int64_t ns) { return us(ns - s.origin_ns); };
+  auto ts = [&](int64_t ns) { return ns_to_us(ns - s.origin_ns); };
   auto complete = [&](const std::string& cat, const std::string& name, int64_t pid, uint64_t tid,
                       int64_t begin, int64_t dur, nlohmann::json args, bool device = false) {
-    const double dur_us = device ? device_dur_us(ts(begin), us(dur)) : us(dur);
+    const double dur_us = device ? device_dur_us(ts(begin), ns_to_us(dur)) : ns_to_us(dur);
     nlohmann::json j = {{"ph", "X"}, {"cat", cat},       {"name", name},  {"pid", pid},
                         {"tid", tid}, {"ts", ts(begin)}, {"dur", dur_us}};
     if (args.is_object() && !args.empty()) j["args"] = std::move(args);

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -104,6 +105,17 @@ inline std::unique_ptr<Communicator> join_sim(int rank, int world, const std::st
   env.world_size = world;
   env.local_rank = rank;
   return connect(env, {DeviceKind::Sim, "sim"}, {std::chrono::seconds(60), store});
+}
+
+// join_sim with the store `run` in the folder `dir`.
+inline std::unique_ptr<Communicator> join(int rank, int world, const std::string& dir,
+                                          const std::string& run = "store") {
+  return join_sim(rank, world, dir + "/" + run);
+}
+
+// A check inside a rank's process: throws, which fails that rank.
+inline void check(bool ok, const std::string& what) {
+  if (!ok) throw std::runtime_error(what);
 }
 
 inline void train_single_device(const std::string& out, const AdamOptions& adam = {}) {

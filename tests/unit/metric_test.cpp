@@ -21,13 +21,8 @@
 namespace harness::runtime {
 namespace {
 
-void check(bool ok, const std::string& what) {
-  if (!ok) throw std::runtime_error(what);
-}
-
-std::unique_ptr<Communicator> join(int rank, int world, const std::string& dir) {
-  return test::join_sim(rank, world, dir + "/store");
-}
+using test::check;
+using test::join;
 
 // A metric with one state of each kind the sync distinguishes.
 class Probe final : public Metric {

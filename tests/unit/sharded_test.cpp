@@ -26,10 +26,8 @@ using test::kSteps;
 using test::kTolerance;
 namespace fs = std::filesystem;
 
-std::unique_ptr<Communicator> join(int rank, int world, const std::string& dir,
-                                   const std::string& run = "store") {
-  return test::join_sim(rank, world, dir + "/" + run);
-}
+using test::check;
+using test::join;
 
 ShardedOptions options_for(ShardedSetup setup, EnginePolicy engines = EnginePolicy::Reuse) {
   ShardedOptions o;
@@ -166,10 +164,6 @@ TEST(ShardedCheckpoints, ConsolidatedLoadsIntoASingleDeviceRun) {
   EXPECT_LT(test::max_abs_diff(test::load_tensors(tmp.path + "/single.pt"),
                                test::load_tensors(tmp.path + "/straight.pt")),
             kTolerance);
-}
-
-void check(bool ok, const std::string& what) {
-  if (!ok) throw std::runtime_error(what);
 }
 
 // Per unit and step: one all_gather before forward, one before backward, one reduce_scatter.

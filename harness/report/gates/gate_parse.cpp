@@ -27,7 +27,6 @@ std::string join(const std::set<std::string>& names) {
   return out;
 }
 
-
 // The forms of result.h's metric paths, each with a non-empty measurement name.
 bool is_metric_path(const std::string& path) {
   for (const char* prefix : {"per_step.", "total.", "timing."}) {
