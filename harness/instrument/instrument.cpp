@@ -1,6 +1,7 @@
 // The one place that knows which instruments this build has (#ifdefs stay here).
 #include "harness/instrument/instrument.h"
 
+#include "harness/build_config.h"
 #include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/memory_watch.h"
 

@@ -1,5 +1,7 @@
 #include "harness/runtime/device.h"
 
+#include "harness/build_config.h"  // before the #if below
+
 #include <ATen/Context.h>
 #include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/AutogradState.h>

@@ -1,6 +1,9 @@
-// Kept apart: ProcessGroupGloo.hpp pulls in gloo's and c10d's heaviest headers. The gloo headers
-// come from Debian's libgloo-dev; only opaque gloo types are used here (the PyTorch wheel ships
-// gloo inside libtorch_cpu but not its headers), so no gloo code is compiled into the harness.
+// ProcessGroupGloo.hpp pulls in gloo's and c10d's heaviest headers. The gloo headers come from
+// Debian's libgloo-dev; only opaque gloo types are used here (the PyTorch wheel ships gloo inside
+// libtorch_cpu but not its headers), so no gloo code is compiled into the harness.
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO  // as torch's own build defines it: the header is empty without it
+#endif
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 
 #include <cstdlib>

@@ -1,5 +1,7 @@
 // LibTorch's ProcessGroupNCCL for cuda ranks. It lives in libtorch_cuda, so it is compiled only in
 // builds with CUDA (HARNESS_HAVE_NCCL); elsewhere cuda ranks would use Gloo, and sim ranks always do.
+#include "harness/build_config.h"
+
 #if HARNESS_HAVE_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
