@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Idempotent set-up for a fresh Debian 12 machine, then an incremental build.
 #   1. Debian packages (compiler cache, CLI11, nlohmann_json, GoogleTest, Google Benchmark, SQLite,
-#      ninja).
-#   2. LibTorch 2.11.0 taken from the PyPI `torch` wheel into a machine-wide cache.
-#   3. CUDA 13's runtime and CUPTI libraries from PyPI, only where LibTorch's CPU library misses
-#      them (a machine without a CUDA toolkit).
-#   4. CMake configure (once) and build of build/ (incremental; ccache in the machine-wide cache):
+#      ninja), while step 2 downloads:
+#   2. LibTorch 2.11.0 taken from the PyPI `torch` wheel into a machine-wide cache; CUDA 13's
+#      runtime and CUPTI libraries from PyPI, only where LibTorch's CPU library misses them, and
+#      NVTX's headers, only where there is no CUDA toolkit.
+#   3. CMake configure (once) and build of build/ (incremental; ccache in the machine-wide cache):
 #      everything, or only HARNESS_BUILD_TARGETS (scripts/bench.sh: bench and what it links).
 # A second run checks markers and goes straight to the (no-op) build.
 # Environment: HARNESS_WITH_TEST_TOOLS=1 (set by scripts/test.sh) also installs what only the tests
@@ -31,12 +31,13 @@ die() { printf '[setup] error: %s\n' "$*" >&2; exit 1; }
 . "$repo/scripts/lib/debian.sh"  # as_root, install_debian_packages
 
 # --- 1. Debian packages -----------------------------------------------------------------------
+# What fetching the wheels needs comes first (pip, unzip): they download while apt installs the
+# rest (step 2). Without the packages these only recommend (build-essential, python3-dev, ...:
+# 74 more packages, about 15 s on a new machine); the test tools keep theirs (chromium's fonts).
 packages=(ccache ninja-build cmake g++ libcli11-dev libgloo-dev nlohmann-json3-dev libgtest-dev libgmock-dev
-          libbenchmark-dev libsqlite3-dev unzip python3-pip)
-if [ "${HARNESS_WITH_TEST_TOOLS:-0}" = 1 ]; then
-  packages+=(libbenchmark-tools python3-scipy chromium)
-fi
-install_debian_packages "${packages[@]}"
+          libbenchmark-dev libsqlite3-dev)
+test_tools=(libbenchmark-tools python3-scipy chromium)
+install_debian_packages --no-recommends python3-pip unzip
 
 # Wheels from PyPI are fetched once per machine, under a lock (two set-ups at once wait for each
 # other), through a scratch directory in the cache that is removed whatever happens.
@@ -65,7 +66,7 @@ pip_download() {
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.11 "$@" -d "$dir"
 }
 
-# --- 2. LibTorch from the PyPI wheel ------------------------------------------------------------
+# LibTorch from the PyPI wheel.
 libtorch_fetched() { [ -f "$libtorch/.complete" ]; }
 fetch_libtorch() {
   local tmp=$1 wheel
@@ -86,9 +87,8 @@ if [ -n "${LIBTORCH_ROOT:-}" ]; then
   [ -f "$libtorch/include/ATen/ATen.h" ] || die "LIBTORCH_ROOT=$libtorch has no include/ATen/ATen.h"
 else
   libtorch=$cache/libtorch-$torch_version
-  fetch_once libtorch libtorch_fetched fetch_libtorch
 fi
-# --- 3. What LibTorch's CPU library needs beyond Debian ------------------------------------------
+# What LibTorch's CPU library needs beyond Debian.
 # The wheel's libtorch_cpu.so links kineto against CUDA 13's runtime and CUPTI (libcudart.so.13,
 # libcupti.so.13) even in a CPU-only process. A machine with a CUDA 13 toolkit has them; elsewhere
 # they come from their PyPI wheels (the versions torch 2.11.0 pins through cuda-toolkit 13.0.2)
@@ -113,13 +113,6 @@ fetch_cuda_deps() {
   mkdir -p "$cuda_deps"
   mv "$tmp"/nvidia/cu13/lib/lib*.so.13 "$cuda_deps/"
 }
-if [ -z "${LIBTORCH_ROOT:-}" ]; then
-  fetch_once cuda-deps cuda_deps_found fetch_cuda_deps
-fi
-if [ -n "$(missing_libs)" ]; then
-  ldd "$libtorch/lib/libtorch_cpu.so" | grep 'not found' >&2
-  die "LibTorch's CPU library at $libtorch misses the shared libraries above"
-fi
 
 # NVTX (header-only): bench's phases, variants and steps are NVTX ranges for Nsight Systems, on sim
 # and cpu too. A CUDA toolkit has the nvtx3 headers; elsewhere they come from the nvidia-nvtx wheel
@@ -146,12 +139,35 @@ fetch_nvtx() {
   rm -rf "$nvtx_include/nvtx3"
   mv "$tmp/nvidia/cu13/include/nvtx3" "$nvtx_include/nvtx3"
 }
+nvtx_from_wheel=0
 if [ "$nvtx_wanted" = 1 ] && ! toolkit_has_nvtx; then
-  fetch_once nvtx nvtx_fetched fetch_nvtx
+  nvtx_from_wheel=1
   nvtx_args=(-DHARNESS_NVTX_INCLUDE_DIR="$nvtx_include")
 fi
 
-# --- 4. Configure and build ---------------------------------------------------------------------
+# --- 2. The wheels, in the background, while apt installs the rest -------------------------------
+fetch_wheels() {
+  if [ -z "${LIBTORCH_ROOT:-}" ]; then
+    fetch_once libtorch libtorch_fetched fetch_libtorch
+    fetch_once cuda-deps cuda_deps_found fetch_cuda_deps
+  fi
+  if [ "$nvtx_from_wheel" = 1 ]; then
+    fetch_once nvtx nvtx_fetched fetch_nvtx
+  fi
+}
+fetch_wheels &
+fetching=$!
+install_debian_packages --no-recommends "${packages[@]}"
+if [ "${HARNESS_WITH_TEST_TOOLS:-0}" = 1 ]; then
+  install_debian_packages "${test_tools[@]}"
+fi
+wait "$fetching" || die "fetching LibTorch or CUDA's libraries from PyPI failed (above)"
+if [ -n "$(missing_libs)" ]; then
+  ldd "$libtorch/lib/libtorch_cpu.so" | grep 'not found' >&2
+  die "LibTorch's CPU library at $libtorch misses the shared libraries above"
+fi
+
+# --- 3. Configure and build ---------------------------------------------------------------------
 export CCACHE_DIR=${CCACHE_DIR:-$cache/ccache}
 export CCACHE_BASEDIR=$repo
 export CCACHE_SLOPPINESS=pch_defines,time_macros,include_file_mtime,include_file_ctime
