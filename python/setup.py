@@ -30,7 +30,7 @@ VENDOR = os.path.join(HERE, "vendor")  # only in an sdist: the C++ sources it co
 
 # What of the repository an sdist carries: the harness's C++ sources (the extension compiles a
 # part of them; which part is python/CMakeLists.txt's business) and the CMake module finding torch.
-VENDORED_DIRS = {"harness": (".h", ".cpp", ".inc", "CMakeLists.txt")}
+VENDORED_DIRS = {"harness": (".h", ".h.in", ".cpp", ".inc", "CMakeLists.txt")}
 VENDORED_FILES = ["cmake/LibTorch.cmake"]
 OLDEST_TORCH, NEWEST_TORCH = (2, 11), (2, 15)  # the range python/tests run on in CI
 
