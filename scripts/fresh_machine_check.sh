@@ -12,9 +12,10 @@
 #
 # Needs root (debootstrap, chroot, mounts) and the network the machine has (Debian's mirror and
 # PyPI). From the host it copies only the network settings every machine of this workplace has:
-# the resolver, pip's and apt's configuration and the CA bundle. What it clones is the committed
-# HEAD of this repository (commit first). ROOT_DIR is removed first and left behind afterwards for
-# inspection; KEEP_ROOT=1 reuses an existing root (skips debootstrap, still clones anew).
+# the resolver, the hosts file, pip's and apt's configuration and the CA bundle. What it clones is
+# the committed HEAD of this repository (commit first). ROOT_DIR is removed first and left behind
+# afterwards for inspection; KEEP_ROOT=1 reuses an existing root (skips debootstrap, still clones
+# anew).
 # Environment: MIRROR (default: the host's Debian mirror or deb.debian.org).
 set -euo pipefail
 
@@ -50,8 +51,11 @@ else
   say "debootstrap took $(($(date +%s) - start)) s"
 fi
 
-# The workplace's network settings, as any machine here has them.
+# The workplace's network settings, as any machine here has them: the resolver, and the hosts file
+# that resolves the machine's own name (debootstrap's does not; torchrun's and Gloo's rendezvous
+# look that name up).
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+cp /etc/hosts "$root/etc/hosts"
 [ -f /etc/pip.conf ] && cp /etc/pip.conf "$root/etc/pip.conf"
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
 for f in /etc/apt/apt.conf.d/99*; do [ -f "$f" ] && cp "$f" "$root/etc/apt/apt.conf.d/"; done
