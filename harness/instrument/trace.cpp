@@ -305,8 +305,6 @@ class ChromeTracks {
   std::set<std::string> used_;
 };
 
-double us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
-
 }  // namespace
 
 std::string TraceRecorder::to_json(
@@ -330,7 +328,10 @@ std::string TraceRecorder::to_json(
     out.push_back({std::move(j), track});
   };
   auto base = [&](const std::string& name, const std::string& cat, const char* ph, int64_t ts) {
-    return nlohmann::json{{"name", name}, {"cat", cat}, {"ph", ph}, {"ts", us(ts - s.origin_ns)},
+    return nlohmann::json{{"name", name},
+                          {"cat", cat},
+                          {"ph", ph},
+                          {"ts", ns_to_us(ts - s.origin_ns)},
                           {"pid", s.pid}};
   };
   auto with_args = [](nlohmann::json j, const TraceArgs& args) {
@@ -348,7 +349,7 @@ std::string TraceRecorder::to_json(
       case Kind::Span:
       case Kind::Step: {
         nlohmann::json j = base(e.name, e.category, "X", e.ts_ns);
-        j["dur"] = us(e.dur_ns);
+        j["dur"] = ns_to_us(e.dur_ns);
         TraceArgs args = e.args.is_object() ? e.args : TraceArgs::object();
         if (e.kind == Kind::Step) args["measured step"] = e.id;
         emit(with_args(std::move(j), args), e.track);
@@ -373,7 +374,7 @@ std::string TraceRecorder::to_json(
         const bool has_op = !e.name.empty();
         nlohmann::json j = base(has_op ? e.name : e.category, has_op ? "launch" : "cuda api", "X",
                                 e.ts_ns);
-        j["dur"] = us(e.dur_ns);
+        j["dur"] = ns_to_us(e.dur_ns);
         TraceArgs args = e.args.is_object() ? e.args : TraceArgs::object();
         if (has_op && !e.category.empty()) args["api"] = e.category;
         args["correlation"] = e.id;
@@ -385,7 +386,7 @@ std::string TraceRecorder::to_json(
                                                 "collective"};
         const std::string track = tracks.device(e);
         nlohmann::json j = base(e.name, kCategory[static_cast<int>(e.work)], "X", e.ts_ns);
-        j["dur"] = us(e.dur_ns);
+        j["dur"] = ns_to_us(e.dur_ns);
         TraceArgs args = e.args.is_object() ? e.args : TraceArgs::object();
         if (e.id != 0) args["correlation"] = e.id;
         if (e.work != DeviceWork::HostCollective) args["stream"] = e.stream;

@@ -33,6 +33,9 @@ int64_t trace_clock_ns() noexcept;
 // The calling thread's OS id (gettid), cached per thread.
 uint64_t trace_thread_id() noexcept;
 
+// Nanoseconds as the microseconds both trace formats write ("ts", "dur").
+inline double ns_to_us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
+
 // Arguments of a trace event: a JSON object (null: none).
 using TraceArgs = nlohmann::json;
 

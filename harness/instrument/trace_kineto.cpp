@@ -27,8 +27,6 @@ namespace {
 using Event = TraceRecorder::Event;
 using Kind = TraceRecorder::Kind;
 
-double ns_to_us(int64_t ns) { return static_cast<double>(ns) / 1000.0; }
-
 // The duration, in µs, a slice of device work starting at `begin_us` is written with: its own,
 // or longer so that it reaches the next whole microsecond. HTA reads nanosecond traces by rounding
 // each slice's start up and its end down to whole microseconds (round_down_time_stamps), so a

@@ -72,7 +72,8 @@ class Compare(unittest.TestCase):
             v["timing"].pop("cpu_wait.share", None)
             v["processes"] = 3
             for name, steps in v["samples"].items():
-                quiet = [quiet_step(statistics.median(steps), i) for i in range(len(steps))]
+                median = statistics.median(steps)
+                quiet = [quiet_step(median, i) for i in range(len(steps))]
                 v["samples"][name] = [t * k for k in (1.0, 1.01, 0.99) for t in quiet]
         write_json(cls.base, cls.report)
 
