@@ -46,4 +46,4 @@ if [ -f "$repo/python/requirements-extra-torch$torch_release.txt" ]; then
   install_extra "$repo/python/requirements-extra-torch$torch_release.txt" "torchvision" "import torchvision"
 fi
 cd "$repo"
-HARNESS_BENCH=$build_dir/bench/bench "$py" -m pytest python/tests -q -p no:cacheprovider "$@"
+HARNESS_BENCH=$build_dir/bench/bench "$py" -m pytest python/tests -q -p no:cacheprovider --durations=15 --durations-min=5 "$@"

@@ -47,6 +47,7 @@ def _report(path) -> dict:
     return {v["name"]: v for v in scenario["variants"]} | {"_scenario": scenario}
 
 
+@pytest.mark.release
 def test_steps_are_optimizer_steps_and_windows_end_at_them(tmp_path, capsys):
     out = tmp_path / "r.json"
     assert run(["--out", str(out), "--", _script(tmp_path, LOOP), "5"]) == 0
@@ -108,6 +109,7 @@ def test_a_programs_own_count_inside_run_counts_what_it_would_alone(tmp_path, ca
     assert r["steps"]["total"]["sync.count"] == 6 + 3
 
 
+@pytest.mark.release
 def test_sync_sites_name_the_programs_file_and_line(tmp_path, capsys):
     prog = _script(tmp_path, LOOP)
     assert run(["--skip-steps", "0", "--", prog, "3"]) == 0
@@ -327,12 +329,14 @@ def test_module_mode(tmp_path, monkeypatch, capsys):
     assert r["_scenario"]["name"] == "mypkg.train" and r["steps"]["measured_steps"] == 2
 
 
+@pytest.mark.release
 def test_version_and_check_still_work():
     done = subprocess.run([sys.executable, "-m", "harness_sim", "--version", "--check"],
                           capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.rstrip().endswith("ok")
 
 
+@pytest.mark.release
 def test_a_session_rewinds_to_its_mark():
     # run's step windows: marked at each step's end, rewound when the program ends, so what
     # followed the last step is in no per-step figure (and no report is written per step).

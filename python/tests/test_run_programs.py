@@ -109,6 +109,7 @@ def test_lightning_cli_program_by_accelerator_name(tmp_path):
         {e["name"] for e in events if e.get("cat") == "phase"}
 
 
+@pytest.mark.release
 def test_cuda_loop_as_cuda(tmp_path, capsys):
     out = tmp_path / "cuda.json"
     assert run(["--as-cuda", "--out", str(out), "--", str(PROGRAMS / "cuda_loop.py")]) == 0
@@ -126,6 +127,7 @@ def test_cuda_loop_as_cuda(tmp_path, capsys):
     assert steps["per_step"]["sync.count"] == 5
 
 
+@pytest.mark.release
 def test_amp_cnn_as_cuda_counts_the_ops_cuda_runs(tmp_path):
     # Conv2d + BatchNorm2d blocks, fp16 autocast, GradScaler("cuda"), SGD with momentum
     out = tmp_path / "cnn.json"
@@ -147,6 +149,7 @@ def test_amp_cnn_as_cuda_counts_the_ops_cuda_runs(tmp_path):
                      ("aten::copy_", "blocking copy H2D"): 10}
 
 
+@pytest.mark.release
 def test_lstm_language_model_as_cuda_is_one_cudnn_rnn_per_step(tmp_path):
     # Embedding, a 2-layer LSTM with dropout, bf16 autocast, clip_grad_norm_, the loss kept on
     # the device and read every 3 steps
@@ -166,6 +169,7 @@ def test_lstm_language_model_as_cuda_is_one_cudnn_rnn_per_step(tmp_path):
     assert steps["total"]["h2d.count"] == 5 and steps["total"]["sync.count"] == 1
 
 
+@pytest.mark.release
 def test_cuda_idioms_run_unchanged_as_on_one_h100(tmp_path, capsys, monkeypatch):
     # is_bf16_supported at import, torch.accelerator, device properties, a CUDAGraph annotation,
     # Adam (its step asks is_current_stream_capturing), clip_grad_norm_'s check
@@ -185,6 +189,7 @@ def test_cuda_idioms_run_unchanged_as_on_one_h100(tmp_path, capsys, monkeypatch)
     assert "_as_cuda.py" not in captured.err
 
 
+@pytest.mark.release
 def test_gaussian_policy_samples_with_a_sync_before_torch_2_14_only(tmp_path):
     # torch.normal(mean, std) with a tensor std: std.min().ge(0).item() twice per call on CUDA
     # before 2.14, an _assert_async from 2.14 (the upgrade check's example, docs/python.md); the
@@ -324,9 +329,16 @@ def test_lightning_ddp_counts_every_rank_the_program_starts(tmp_path, bench):
 
 
 def _results_by_rank(stdout: str) -> dict:
-    """The RESULT lines the example programs print, one per rank, by rank."""
-    return {x["rank"]: x for x in (json.loads(line[len("RESULT "):])
-                                   for line in stdout.splitlines() if line.startswith("RESULT "))}
+    """The RESULT lines the example programs print, one per rank, by rank. Each is one write(2)
+    of under PIPE_BUF bytes, so no other write splits it; a line is read from its RESULT on,
+    wherever it starts (after another process's output that had no newline yet)."""
+    results = {}
+    for line in stdout.splitlines():
+        start = line.find("RESULT {")
+        if start >= 0:
+            result = json.loads(line[start + len("RESULT "):])
+            results[result["rank"]] = result
+    return results
 
 
 def test_lightning_ddp_under_hydra_counts_every_rank(tmp_path):
@@ -339,7 +351,7 @@ def test_lightning_ddp_under_hydra_counts_every_rank(tmp_path):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "2 ranks (the program started 1, each counted too)" in r.stderr
     results = _results_by_rank(r.stdout)
-    assert sorted(results) == [0, 1]
+    assert sorted(results) == [0, 1], r.stdout[-3000:] + r.stderr[-3000:]
     # Rank 1 is Lightning's Hydra child: its own job name, rank 0's run directory, the override.
     assert results[1]["job"] == "train_ddp_process_1"
     assert results[0]["run_dir"] == results[1]["run_dir"] == str(run_dir)
@@ -375,7 +387,7 @@ def test_torchrun_ranks_each_under_run_make_one_report(tmp_path, bench):
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     assert "2 ranks (torchrun's, each under run)" in r.stderr
     results = _results_by_rank(r.stdout)
-    assert sorted(results) == [0, 1]
+    assert sorted(results) == [0, 1], r.stdout[-3000:] + r.stderr[-3000:]
     assert results[0]["weights"] == results[1]["weights"]  # DDP kept the replicas equal
     report = json.loads(out.read_text())
     assert report["provenance"]["world_size"] == 2
@@ -395,6 +407,7 @@ def test_torchrun_ranks_each_under_run_make_one_report(tmp_path, bench):
     assert compared.returncode == 0, compared.stderr
 
 
+@pytest.mark.release
 def test_cuda_ddp_program_under_torchrun_as_cuda(tmp_path):
     """A DDP script written for CUDA (init_process_group("nccl"), torch.cuda.set_device,
     device_ids=[LOCAL_RANK]) runs unchanged on two sim ranks: NCCL's group is sim's."""
@@ -403,7 +416,8 @@ def test_cuda_ddp_program_under_torchrun_as_cuda(tmp_path):
                   str(PROGRAMS / "cuda_ddp.py"))
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     results = _results_by_rank(r.stdout)
-    assert sorted(results) == [0, 1] and results[0]["weights"] == results[1]["weights"]
+    assert sorted(results) == [0, 1], r.stdout[-3000:] + r.stderr[-3000:]
+    assert results[0]["weights"] == results[1]["weights"]
     assert results[0]["steps"] == 6 and results[0]["backend"] == "cpu:gloo,sim:sim"
     v = {x["name"]: x for x in json.loads(out.read_text())["scenarios"][0]["variants"]}
     rank0, rank1 = v["rank0/steps"]["total"], v["rank1/steps"]["total"]
