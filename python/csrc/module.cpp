@@ -234,7 +234,8 @@ PYBIND11_MODULE(_C, m) {
   m.attr("HARNESS_VERSION") = HARNESS_VERSION;
   m.attr("REPORT_SCHEMA_VERSION") = kReportSchemaVersion;
 
-  m.def("initialize", &sim::initialize, py::arg("device_count") = sim::kDefaultDeviceCount);
+  m.def("initialize", &sim::initialize, py::arg("device_count") = sim::kDefaultDeviceCount,
+        py::arg("name_backend") = true);
   // A program's other threads (a loader, a metrics worker) are not in the main thread's phase.
   set_phases_per_thread(true);
   python::install_python_sites();
@@ -248,6 +249,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_site_paths", &python::set_site_paths, py::arg("root"), py::arg("package_dirs"),
         "How sites name files: relative to the program's root, else from the package on for a "
         "file under one of package_dirs");
+  m.def("serve_cuda", &sim::serve_cuda,
+        "sim serves the CUDA device type too: CUDA tensors are sim's (run --as-cuda)");
+  m.def("serves_cuda", &sim::serves_cuda);
   m.def("is_initialized", &sim::is_initialized);
   m.def("device_count", &sim::device_count);
   m.def("synchronize", &sim::synchronize, py::arg("index") = 0,

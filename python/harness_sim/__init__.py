@@ -18,6 +18,8 @@ See README.md, "From Python".
 """
 from __future__ import annotations
 
+import os
+
 import torch
 
 from ._version import check_torch as _check_torch
@@ -37,15 +39,20 @@ __version__ = _C.HARNESS_VERSION
 BACKEND_NAME = "sim"
 DEVICE_COUNT = 8
 
-_C.initialize(DEVICE_COUNT)  # names PrivateUse1 "sim" in c10, as rename_privateuse1_backend does
+# Where sim is to serve CUDA itself (run --as-cuda with HARNESS_SIM_AS_CUDA=device, issue 50),
+# PrivateUse1 stays unnamed: a named one would be torch's accelerator, not CUDA.
+_SIM_NAMED = os.environ.get("HARNESS_SIM_AS_CUDA", "map") != "device"
+_C.initialize(DEVICE_COUNT, _SIM_NAMED)  # names PrivateUse1 "sim" in c10, as rename_privateuse1_backend does
 from . import _sites  # noqa: E402
 
 _sites.configure()  # sites name files from the program's root (python -m harness_sim run's too)
-if not hasattr(torch, BACKEND_NAME):
+if _SIM_NAMED and not hasattr(torch, BACKEND_NAME):
     torch.utils.rename_privateuse1_backend(BACKEND_NAME)  # the same name again: Python's side
     torch._register_device_module(BACKEND_NAME, _device_module)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
+elif not _SIM_NAMED:
+    torch.sim = _device_module  # harness_sim's own calls (no program sees a sim device)
 
 device_count = _device_module.device_count
 synchronize = _device_module.synchronize

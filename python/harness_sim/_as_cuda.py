@@ -7,19 +7,22 @@ state that ``torch.is_autocast_enabled("cuda")`` and the like read are sim's. Ev
 ``torch.cuda``, ``torch.backends.cuda``, ``torch.backends.cudnn`` and ``torch.accelerator`` is
 mapped, answered as one H100, left as it is or refused, as the table in ``_cuda_surface``
 (docs/as-cuda.md) says. Not mapped either, and failing with ``UnsupportedOnSim`` naming the call
-(exit 3): Triton (``import triton``), custom CUDA kernels
+(exit 3): custom CUDA kernels
 (``torch.utils.cpp_extension.load`` / ``load_inline`` / ``CUDAExtension``), ``nn.DataParallel``
-over several devices. ``torch.compile`` runs, on sim (``_compile``).
+over several devices. Triton is absent, as on a machine without it (``import triton`` is a
+ModuleNotFoundError naming sim). ``torch.compile`` runs, on sim (``_compile``).
 """
 from __future__ import annotations
 
 import importlib
 import importlib.abc
+import os
 import sys
 
 import torch
 from torch.overrides import TorchFunctionMode
 
+from . import _C
 from ._cuda_surface import (UnsupportedOnSim, map_device as _map_device, refusal,
                             refused_function, surface, visible_device_count)
 
@@ -34,6 +37,14 @@ def _map(value):
     return value
 
 
+def device_is_cuda() -> bool:
+    """Whether ``--as-cuda`` makes sim serve the CUDA device type itself (issue 50, in progress:
+    ``HARNESS_SIM_AS_CUDA=device``): tensors are CUDA tensors, with no mapping of names, and torch's
+    CUDA-side code (autograd, autocast, composite branches) runs as on CUDA. The default still maps
+    "cuda" to sim at the Python surface."""
+    return os.environ.get("HARNESS_SIM_AS_CUDA", "map") == "device"
+
+
 _CUDA_METHOD = torch.Tensor.cuda
 _CUDA_BACKENDS = {None, "nccl", "gloo", "cuda:nccl", "cpu:gloo,cuda:nccl", "cuda:nccl,cpu:gloo"}
 
@@ -42,7 +53,7 @@ def _sim_backend(backend):
     """A process group's backend for CUDA tensors (NCCL, Gloo, or none named: NCCL with Gloo on
     a GPU machine) is sim's, with Gloo for the group's CPU tensors."""
     if isinstance(backend, str) and backend.lower() in _CUDA_BACKENDS or backend is None:
-        return "cpu:gloo,sim:sim"
+        return "cpu:gloo,cuda:sim" if device_is_cuda() else "cpu:gloo,sim:sim"
     return backend
 _IS_CUDA = torch.Tensor.is_cuda  # the property: the mode sees its __get__, made anew each time
 _TYPE_METHOD = torch.Tensor.type
@@ -104,18 +115,51 @@ def _cuda_accelerator_on_sim() -> None:
     accelerator.CUDAAccelerator.setup_device = setup_device
 
 
+def _several_devices(name: str):
+    return UnsupportedOnSim(refusal("nn.DataParallel over several devices",
+                                    f"torch.nn.parallel.comm.{name} is CUDA's own C++"))
+
+
+def _one_device_scatter(tensor, devices=None, chunk_sizes=None, dim=0, streams=None, *, out=None):
+    """``comm.scatter`` to one device, as torch/csrc/cuda/comm.cpp's scatter does it: the whole
+    tensor, ``.to(cuda:i, non_blocking=True)`` unless it is there already."""
+    if out is not None or devices is None or len(devices) != 1:
+        raise _several_devices("scatter")
+    index = torch.cuda._utils._get_device_index(devices[0], optional=True)
+    if tensor.device.type != "cpu" and tensor.get_device() == index:
+        return (tensor,)
+    return (tensor.to(torch.device("cuda", index), non_blocking=True),)
+
+
+def _one_device_gather(tensors, dim=0, destination=None, *, out=None):
+    """``comm.gather`` of one tensor, as comm.cpp's gather does it: a new tensor on the
+    destination (-1: the CPU; None: the current device) and a copy into it, non-blocking when the
+    destination is CUDA's."""
+    if out is not None or len(tensors) != 1:
+        raise _several_devices("gather")
+    (tensor,) = tensors
+    if destination == -1 or (isinstance(destination, (str, torch.device))
+                             and torch.device(destination).type == "cpu"):
+        device = torch.device("cpu")
+    else:
+        device = torch.device("cuda", torch.cuda._utils._get_device_index(destination, True))
+    result = torch.empty(tensor.shape, dtype=tensor.dtype, device=device)
+    result.copy_(tensor, non_blocking=device.type != "cpu")
+    return result
+
+
 class _BlockTriton(importlib.abc.MetaPathFinder):
+    """Triton is absent under --as-cuda, as on a machine without it: ``import triton`` raises
+    ModuleNotFoundError (an ImportError), so that every optional probe (``try: import triton /
+    except ImportError``: torch's, DeepSpeed's, accelerate's) takes its no-Triton branch; the
+    message says why, for a program that needs it."""
+
     def find_spec(self, fullname, path, target=None):
         if fullname != "triton" and not fullname.startswith("triton."):
             return None
-        frame = sys._getframe(1)
-        while frame is not None and frame.f_code.co_filename.startswith("<frozen"):
-            frame = frame.f_back
-        if frame is not None and "/torch/" in frame.f_code.co_filename:
-            # torch probing for an optional Triton (torch.utils._triton): there is none on sim
-            raise ModuleNotFoundError(f"No module named {fullname!r} (harness_sim --as-cuda)",
-                                      name=fullname)
-        raise UnsupportedOnSim(refusal("import triton", "Triton kernels are compiled for a GPU"))
+        raise ModuleNotFoundError(
+            f"No module named {fullname!r}: "
+            + refusal("import triton", "Triton kernels are compiled for a GPU"), name=fullname)
 
 
 def _forget_triton_probes() -> None:
@@ -132,6 +176,8 @@ class AsCuda:
     """Installs the mapping for the program's run and takes it away afterwards."""
 
     def __init__(self):
+        self._device_is_cuda = device_is_cuda()
+        self._lightning_hook = None
         self._saved: list[tuple[object, str, object]] = []
         self._mode = CudaToSim()
         self._finder = _BlockTriton()
@@ -149,14 +195,26 @@ class AsCuda:
         setattr(owner, name, value)
 
     def install(self) -> None:
+        if self._device_is_cuda:
+            _C.serve_cuda()
+            # torch's factories ask torch.cuda._lazy_init() before a first CUDA tensor, which
+            # would initialise the CUDA runtime: sim's device is ready.
+            self._set(torch.cuda, "_initialized", True)
         self._install_surface()
-        # nn.DataParallel over several devices scatters, replicates and gathers with CUDA's own
-        # C++ (torch._C._scatter, ...): refused, naming it (one device runs its module directly)
+        # nn.DataParallel scatters its inputs and gathers their gradients with CUDA's own C++
+        # (torch._C._scatter, ...) even on one device: on one device that is a copy, which sim
+        # makes as CUDA's does; over several devices it is refused, naming it.
+        # (Where "cuda" is mapped to sim, DataParallel's copy streams are not sim's: refused.)
         import torch.nn.parallel.comm as comm
-        for name in ("scatter", "gather", "broadcast_coalesced", "reduce_add"):
+        one_device = self._device_is_cuda
+        for name in ("broadcast_coalesced", "reduce_add") + (() if one_device else
+                                                             ("scatter", "gather")):
             self._set(comm, name, refused_function(
                 "nn.DataParallel over several devices",
                 f"torch.nn.parallel.comm.{name} is CUDA's own C++"))
+        if one_device:
+            self._set(comm, "scatter", _one_device_scatter)
+            self._set(comm, "gather", _one_device_gather)
         import torch.cuda.jiterator as jiterator
         self._set(jiterator, "_create_jit_fn",
                   refused_function("torch.cuda.jiterator", "it compiles a CUDA kernel"))
@@ -164,10 +222,13 @@ class AsCuda:
         for name in ("load", "load_inline", "CUDAExtension"):
             self._set(ext, name, refused_function(f"torch.utils.cpp_extension.{name}",
                                                   "custom CUDA kernels do not run on sim"))
-        self._install_autocast()
+        if not self._device_is_cuda:
+            self._install_autocast()  # a CUDA tensor's autocast is torch's own
         self._install_distributed()
         self._lightning_hook = None
-        if "lightning.pytorch.accelerators.cuda" in sys.modules:
+        if self._device_is_cuda:
+            pass  # Lightning's CUDAAccelerator sees CUDA devices
+        elif "lightning.pytorch.accelerators.cuda" in sys.modules:
             self._patch_lightning()
         else:
             from ._lightning_run import _AfterImport
@@ -179,7 +240,8 @@ class AsCuda:
                         if k == "triton" or k.startswith("triton.")}
         _forget_triton_probes()
         sys.meta_path.insert(0, self._finder)
-        self._mode.__enter__()
+        if not self._device_is_cuda:
+            self._mode.__enter__()
 
     def _install_surface(self) -> None:
         """Every row of the table that has a stand-in: in its module, and in torch.cuda's
@@ -267,7 +329,8 @@ class AsCuda:
         _cuda_accelerator_on_sim()
 
     def uninstall(self) -> None:
-        self._mode.__exit__(None, None, None)
+        if not self._device_is_cuda:
+            self._mode.__exit__(None, None, None)
         if self._lightning_hook is not None and self._lightning_hook in sys.meta_path:
             sys.meta_path.remove(self._lightning_hook)
         if self._finder in sys.meta_path:

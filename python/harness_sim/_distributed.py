@@ -23,9 +23,14 @@ def _create(store, rank, size, timeout):
 
 def _count_cpu_collectives_too(pg) -> None:
     """Routes ``pg``'s CPU tensors through its counting sim backend, where it has one."""
-    try:
-        sim = pg._get_backend(torch.device("sim"))
-    except RuntimeError:
+    sim = None
+    for device in ("sim", "cuda"):  # cuda: sim serves it (run --as-cuda)
+        try:
+            sim = pg._get_backend(torch.device(device))
+            break
+        except RuntimeError:
+            continue
+    if sim is None:
         return  # no sim backend in this group
     if not sim.name().startswith("counting("):
         return
@@ -58,5 +63,5 @@ def register_distributed_backend() -> None:
     if not dist.is_available():
         return
     if "sim" not in dist.Backend.backend_list:
-        dist.Backend.register_backend("sim", _create, devices=["sim"])
+        dist.Backend.register_backend("sim", _create, devices=["sim", "cuda"])
     _wrap_group_creation()

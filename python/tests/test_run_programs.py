@@ -279,6 +279,17 @@ def test_as_cuda_refuses_what_sim_cannot_run(tmp_path, capsys, monkeypatch, call
     assert f"{named} is not supported on sim" in err
 
 
+def test_as_cuda_triton_is_absent_to_an_optional_probe(tmp_path, capsys):
+    """An optional ``import triton`` (torch's, DeepSpeed's, accelerate's own probes) sees no
+    Triton, as on a machine without it, and the program goes on."""
+    prog = tmp_path / "p.py"
+    prog.write_text("try:\n    import triton\nexcept ImportError as e:\n"
+                    "    print('no triton:', type(e).__name__)\n"
+                    "import torch\nx = torch.ones(2, device='cuda')\nprint(x.sum().item())\n")
+    assert run(["--as-cuda", "--", str(prog)]) == 0
+    assert "no triton: ModuleNotFoundError" in capsys.readouterr().out
+
+
 def _run_process(tmp_path, *args, cwd=None):
     """`python -m harness_sim run ARGS` in a process of its own (Lightning's DDP starts ranks by
     running the program again, which a run inside pytest's process would not survive)."""

@@ -402,7 +402,7 @@ flash_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
                 double dropout_p, bool is_causal, bool /*return_debug_mask*/,
                 std::optional<double> scale) {
   return launch_on_host("aten::_scaled_dot_product_flash_attention", query, [&] {
-    const c10::DeviceIndex device = query.device().index();
+    const c10::Device device = query.device();
     at::Tensor rng_state = rng_state_for(dropout_p, query);
     auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), at::Tensor(),
                                      dropout_p, is_causal, scale_of(query, scale));
@@ -425,7 +425,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> flash_attention_backward(
     double dropout_p, bool is_causal, const at::Tensor& philox_seed,
     const at::Tensor& /*philox_offset*/, std::optional<double> scale) {
   return launch_on_host("aten::_scaled_dot_product_flash_attention_backward", query, [&] {
-    const c10::DeviceIndex device = query.device().index();
+    const c10::Device device = query.device();
     auto g =
         host_attention_backward(on_host(grad_out), on_host(query), on_host(key), on_host(value),
                                 on_host(out), on_host(logsumexp), at::Tensor(), false, dropout_p,
@@ -442,7 +442,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention(
     const std::optional<at::Tensor>& attn_bias, bool compute_log_sumexp, double dropout_p,
     bool is_causal, std::optional<double> scale) {
   return launch_on_host("aten::_scaled_dot_product_efficient_attention", query, [&] {
-    const c10::DeviceIndex device = query.device().index();
+    const c10::Device device = query.device();
     at::Tensor rng_state = rng_state_for(dropout_p, query);
     const at::Tensor bias = attn_bias.has_value() ? on_host(*attn_bias) : at::Tensor();
     auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), bias, dropout_p,
@@ -467,7 +467,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> efficient_attention_b
     double dropout_p, std::array<bool, 4> grad_input_mask, bool is_causal,
     std::optional<double> scale) {
   return launch_on_host("aten::_scaled_dot_product_efficient_attention_backward", query, [&] {
-    const c10::DeviceIndex device = query.device().index();
+    const c10::Device device = query.device();
     const bool has_bias = attn_bias.defined();
     const bool bias_grad = has_bias && grad_input_mask[3];
     at::Tensor lse = on_host(logsumexp);  // rounded up to 32 queries by the forward
@@ -504,7 +504,7 @@ cudnn_attention(const at::Tensor& query, const at::Tensor& key, const at::Tensor
                 double dropout_p, bool is_causal, bool /*return_debug_mask*/,
                 std::optional<double> scale) {
   return launch_on_host("aten::_scaled_dot_product_cudnn_attention", query, [&] {
-    const c10::DeviceIndex device = query.device().index();
+    const c10::Device device = query.device();
     at::Tensor rng_state = rng_state_for(dropout_p, query);
     const at::Tensor bias = attn_bias.has_value() ? on_host(*attn_bias) : at::Tensor();
     auto [out, lse] = host_attention(on_host(query), on_host(key), on_host(value), bias, dropout_p,
@@ -526,7 +526,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_attention_backward(
     const at::Tensor& /*cum_seq_q*/, const at::Tensor& /*cum_seq_k*/, c10::SymInt, c10::SymInt,
     double dropout_p, bool is_causal, std::optional<double> scale) {
   return launch_on_host("aten::_scaled_dot_product_cudnn_attention_backward", query, [&] {
-    const c10::DeviceIndex device = query.device().index();
+    const c10::Device device = query.device();
     const at::Tensor lse = logsumexp.defined() ? on_host(logsumexp).squeeze(-1) : logsumexp;
     auto g =
         host_attention_backward(on_host(grad_out), on_host(query), on_host(key), on_host(value),
@@ -630,9 +630,8 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tenso
 
 }  // namespace
 
-void register_cuda_attention() {
-  static auto* impls = new torch::Library(torch::Library::IMPL, "aten",
-                                          c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+void register_cuda_attention(c10::DispatchKey backend) {
+  auto* impls = new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__);
   impls->impl("scaled_dot_product_attention", TORCH_FN(scaled_dot_product_attention));
   impls->impl("_scaled_dot_product_flash_attention", TORCH_FN(flash_attention));
   impls->impl("_scaled_dot_product_flash_attention_backward", TORCH_FN(flash_attention_backward));
@@ -641,8 +640,8 @@ void register_cuda_attention() {
   impls->impl("_scaled_dot_product_efficient_attention", TORCH_FN(efficient_attention));
   impls->impl("_scaled_dot_product_efficient_attention_backward",
               TORCH_FN(efficient_attention_backward));
-  static auto* autograd = new torch::Library(
-      torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
+  auto* autograd = new torch::Library(torch::Library::IMPL, "aten", autograd_key_of(backend),
+                                      __FILE__, __LINE__);
   autograd->impl("scaled_dot_product_attention", TORCH_FN(scaled_dot_product_attention));
 }
 

@@ -40,7 +40,7 @@ at::Tensor host_convolution(const at::Tensor& input, const at::Tensor& weight,
                             at::IntArrayRef output_padding, int64_t groups) {
   at::Tensor out = at::convolution(on_host(input), on_host(weight), on_host(bias), stride, padding,
                                    dilation, transposed, output_padding, groups);
-  return to_device(out, input.device().index());
+  return to_device(out, input.device());
 }
 
 at::Tensor cudnn_convolution(const at::Tensor& self, const at::Tensor& weight,
@@ -128,9 +128,8 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
 
 }  // namespace
 
-void register_cuda_convolution() {
-  static auto* impls = new torch::Library(torch::Library::IMPL, "aten",
-                                          c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+void register_cuda_convolution(c10::DispatchKey backend) {
+  auto* impls = new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__);
   impls->impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
   impls->impl("cudnn_convolution", TORCH_FN(cudnn_convolution));
   impls->impl("cudnn_convolution_transpose", TORCH_FN(cudnn_convolution_transpose));

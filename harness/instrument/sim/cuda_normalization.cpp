@@ -76,7 +76,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_batch_norm(
     const std::optional<at::Tensor>& running_mean, const std::optional<at::Tensor>& running_var,
     bool training, double exponential_average_factor, double epsilon) {
   return launch_on_host("aten::cudnn_batch_norm", input, [&] {
-    const c10::DeviceIndex device = input.device().index();
+    const c10::Device device = input.device();
     auto [out, mean, invstd] =
         at::native_batch_norm(on_host(input), on_host(weight), on_host(bias), on_host(running_mean),
                               on_host(running_var), training, exponential_average_factor, epsilon);
@@ -97,7 +97,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> cudnn_batch_norm_backward(
     const std::optional<at::Tensor>& save_mean, const std::optional<at::Tensor>& save_var,
     double epsilon, const at::Tensor& /*reserveSpace*/) {
   return launch_on_host("aten::cudnn_batch_norm_backward", input, [&] {
-    const c10::DeviceIndex device = input.device().index();
+    const c10::Device device = input.device();
     auto [gi, gw, gb] = at::native_batch_norm_backward(
         on_host(grad_output), on_host(input), on_host(weight), on_host(running_mean),
         on_host(running_var), on_host(save_mean), on_host(save_var), /*train=*/true, epsilon,
@@ -121,7 +121,7 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm(const at::Tensor& input,
                                                   const std::optional<at::Tensor>& weight,
                                                   std::optional<double> eps) {
   return launch_on_host("aten::_fused_rms_norm", input, [&] {
-    const c10::DeviceIndex device = input.device().index();
+    const c10::Device device = input.device();
     // CPU's _fused_rms_norm is the composite: the same output and rstd (float32, 1 per row)
     auto [out, rstd] = at::_fused_rms_norm(on_host(input), normalized_shape, on_host(weight), eps);
     return std::make_tuple(to_device(out, device), to_device(rstd, device));
@@ -132,7 +132,7 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(
     const at::Tensor& grad_out, const at::Tensor& input, at::IntArrayRef normalized_shape,
     const at::Tensor& rstd, const std::optional<at::Tensor>& weight, std::array<bool, 2> mask) {
   return launch_on_host("aten::_fused_rms_norm_backward", input, [&] {
-    const c10::DeviceIndex device = input.device().index();
+    const c10::Device device = input.device();
     const std::vector<int64_t> dims = normalized_dims(input, normalized_shape);
     const at::Tensor g = on_host(grad_out).to(at::kFloat);
     const at::Tensor xhat = on_host(input).to(at::kFloat) * on_host(rstd);
@@ -155,9 +155,8 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(
 
 }  // namespace
 
-void register_cuda_normalization() {
-  static auto* impls = new torch::Library(torch::Library::IMPL, "aten",
-                                          c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+void register_cuda_normalization(c10::DispatchKey backend) {
+  auto* impls = new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__);
   impls->impl("_batch_norm_impl_index", TORCH_FN(batch_norm_impl_index));
   impls->impl("cudnn_batch_norm", TORCH_FN(cudnn_batch_norm));
   impls->impl("cudnn_batch_norm_backward", TORCH_FN(cudnn_batch_norm_backward));
@@ -165,8 +164,8 @@ void register_cuda_normalization() {
   // kernel, AutogradPrivateUse1 takes that autograd kernel, as AutogradCUDA does.
   impls->impl("_fused_rms_norm", TORCH_FN(fused_rms_norm));
   impls->impl("_fused_rms_norm_backward", TORCH_FN(fused_rms_norm_backward));
-  static auto* autograd = new torch::Library(
-      torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
+  auto* autograd = new torch::Library(torch::Library::IMPL, "aten", autograd_key_of(backend),
+                                      __FILE__, __LINE__);
   autograd->impl("_batch_norm_impl_index", TORCH_FN(batch_norm_impl_index));
 }
 

@@ -155,7 +155,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_rnn
   const RnnShape shape = rnn_shape(mode, weight_stride0, proj_size, num_layers, batch_first,
                                    dropout, train, bidirectional);
   return launch_on_host("aten::_cudnn_rnn", input, [&] {
-    const c10::DeviceIndex device = input.device().index();
+    const c10::Device device = input.device();
     const bool no_buffer = !weight_buf.has_value() || !weight_buf->defined();
     if (no_buffer && !weight.empty() && cuda_copies_weights(weight[0])) {
       TORCH_WARN(kWeightFormatWarning);
@@ -194,7 +194,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, std::vector<at::Tensor>> cudnn_rn
   const RnnShape shape = rnn_shape(mode, weight_stride0, proj_size, num_layers, batch_first,
                                    dropout, train, bidirectional);
   return launch_on_host("aten::_cudnn_rnn_backward", input, [&] {
-    const c10::DeviceIndex device = input.device().index();
+    const c10::Device device = input.device();
     const HostAutogradScope autograd;
     const HostRngRestore rng(on_host(reserve));
     at::Tensor x = leaf_copy(on_host(input));
@@ -243,7 +243,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell(
     const at::Tensor& input_gates, const at::Tensor& hidden_gates, const at::Tensor& cx,
     const std::optional<at::Tensor>& input_bias, const std::optional<at::Tensor>& hidden_bias) {
   return launch_on_host("aten::_thnn_fused_lstm_cell", input_gates, [&] {
-    const c10::DeviceIndex device = input_gates.device().index();
+    const c10::Device device = input_gates.device();
     at::Tensor gates = on_host(input_gates) + on_host(hidden_gates);
     if (input_bias.has_value() && input_bias->defined()) {
       gates = gates + on_host(*input_bias) + on_host(*hidden_bias);
@@ -263,7 +263,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> fused_lstm_cell_backward_impl(
     const std::optional<at::Tensor>& grad_hy, const std::optional<at::Tensor>& grad_cy,
     const at::Tensor& cx, const at::Tensor& cy, const at::Tensor& workspace, bool has_bias) {
   return launch_on_host("aten::_thnn_fused_lstm_cell_backward_impl", workspace, [&] {
-    const c10::DeviceIndex device = workspace.device().index();
+    const c10::Device device = workspace.device();
     auto w = on_host(workspace).chunk(4, 1);
     const at::Tensor &i = w[0], &f = w[1], &g = w[2], &o = w[3];
     const at::Tensor tanh_cy = on_host(cy).tanh();
@@ -287,7 +287,7 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor& input_gates,
                                                   const std::optional<at::Tensor>& input_bias,
                                                   const std::optional<at::Tensor>& hidden_bias) {
   return launch_on_host("aten::_thnn_fused_gru_cell", input_gates, [&] {
-    const c10::DeviceIndex device = input_gates.device().index();
+    const c10::Device device = input_gates.device();
     at::Tensor ig = on_host(input_gates), hg = on_host(hidden_gates);
     if (input_bias.has_value() && input_bias->defined()) {
       ig = ig + on_host(*input_bias);
@@ -308,7 +308,7 @@ std::tuple<at::Tensor, at::Tensor> fused_gru_cell(const at::Tensor& input_gates,
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> fused_gru_cell_backward(
     const at::Tensor& grad_hy, const at::Tensor& workspace, bool has_bias) {
   return launch_on_host("aten::_thnn_fused_gru_cell_backward", workspace, [&] {
-    const c10::DeviceIndex device = workspace.device().index();
+    const c10::Device device = workspace.device();
     auto w = on_host(workspace).chunk(5, 1);
     const at::Tensor &r = w[0], &z = w[1], &n = w[2], &hn = w[3], &h = w[4];
     const at::Tensor g = on_host(grad_hy);
@@ -525,9 +525,8 @@ void register_composites(torch::Library& m) {
 
 }  // namespace
 
-void register_cuda_rnn() {
-  static auto* impls = new torch::Library(torch::Library::IMPL, "aten",
-                                          c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+void register_cuda_rnn(c10::DispatchKey backend) {
+  auto* impls = new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__);
   impls->impl("_cudnn_rnn", TORCH_FN(cudnn_rnn));
   impls->impl("_cudnn_rnn_backward", TORCH_FN(cudnn_rnn_backward));
   impls->impl("_cudnn_init_dropout_state", TORCH_FN(cudnn_init_dropout_state));
@@ -539,11 +538,13 @@ void register_cuda_rnn() {
   register_composites(*impls);
   // A composite's kernel at the autograd key too: autograd then records the ops it calls
   // (`_cudnn_rnn`), as it does for CUDA's composite.
-  static auto* autograd = new torch::Library(
-      torch::Library::IMPL, "aten", c10::DispatchKey::AutogradPrivateUse1, __FILE__, __LINE__);
+  auto* autograd = new torch::Library(torch::Library::IMPL, "aten", autograd_key_of(backend),
+                                      __FILE__, __LINE__);
   register_composites(*autograd);
-  static auto* autocast = new torch::Library(
-      torch::Library::IMPL, "aten", c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
+  // Sim's copy of CUDA's autocast policy (sim_autocast.cpp); a CUDA tensor has torch's own.
+  if (backend != c10::DispatchKey::PrivateUse1) return;
+  auto* autocast = new torch::Library(torch::Library::IMPL, "aten",
+                                      c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
   autocast->impl("_cudnn_rnn", TORCH_FN(cudnn_rnn_autocast));
 }
 

@@ -14,6 +14,7 @@
 
 #include "harness/instrument/collector.h"
 #include "harness/instrument/memory_ledger.h"
+#include "harness/instrument/sim/sim_device.h"
 #include "harness/instrument/sim/sim_internal.h"
 
 namespace harness::sim {
@@ -21,7 +22,7 @@ namespace harness::sim {
 // A CPU tensor over the memory of a sim tensor (undefined stays undefined; a CPU tensor, such as
 // a 0-dim scalar argument, stays itself).
 inline at::Tensor on_host(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1 ? cpu_alias(t) : t;
+  return is_sim(t) ? cpu_alias(t) : t;
 }
 inline std::optional<at::Tensor> on_host(const std::optional<at::Tensor>& t) {
   return t.has_value() ? std::optional<at::Tensor>(on_host(*t)) : std::nullopt;
@@ -76,11 +77,16 @@ class HostRngRestore {
   at::Tensor previous_;
 };
 
-// Registers the sim's kernels for CUDA-only ops and CUDA's choice of op in composite code
-// (called by register_kernels()).
-void register_cuda_convolution();
-void register_cuda_normalization();
-void register_cuda_rnn();
-void register_cuda_attention();
+// Registers the sim's kernels for CUDA-only ops and CUDA's choice of op in composite code at
+// `backend` (PrivateUse1 or CUDA) and its autograd key (called by register_kernels(); the
+// torch::Library objects live for the rest of the process, the registrations with them).
+void register_cuda_convolution(c10::DispatchKey backend);
+void register_cuda_normalization(c10::DispatchKey backend);
+void register_cuda_rnn(c10::DispatchKey backend);
+void register_cuda_attention(c10::DispatchKey backend);
+
+inline c10::DispatchKey autograd_key_of(c10::DispatchKey backend) {
+  return c10::getAutogradKeyFromBackend(c10::toBackendComponent(backend));
+}
 
 }  // namespace harness::sim

@@ -31,12 +31,26 @@ inline constexpr int kDefaultDeviceCount = 8;
 
 // Registers the backend (name, allocator, device guard, hooks, kernels). Idempotent and
 // thread-safe; call it before the first sim tensor is made. Never runs during static
-// initialisation. `device_count` applies to the first call only.
-void initialize(int device_count = kDefaultDeviceCount);
+// initialisation. `device_count` and `name_backend` apply to the first call only.
+// `name_backend` false leaves PrivateUse1 unnamed: for a process where sim serves CUDA alone
+// (serve_cuda()), since a named PrivateUse1 is torch's accelerator (at::getAccelerator()), and
+// autograd then finds no stream for a CUDA tensor's backward (pytorch/pytorch#161129).
+void initialize(int device_count = kDefaultDeviceCount, bool name_backend = true);
 bool is_initialized() noexcept;
+
+// Makes sim serve the CUDA device type as well (`python -m harness_sim run --as-cuda`): CUDA
+// tensors are sim's (its allocator, device guard and kernels at the CUDA dispatch key, over
+// libtorch_cuda's own), so that a program and its libraries see `cuda` everywhere while every op
+// is counted as on sim. Torch's CUDA-side code (AutogradCUDA, AutocastCUDA, composite branches on
+// is_cuda()) stays torch's. Idempotent; after initialize(). For a process with no GPU: a real
+// CUDA tensor cannot coexist with it.
+void serve_cuda();
+bool serves_cuda() noexcept;
 
 int device_count() noexcept;
 c10::Device device(int index = 0);
+// Whether sim serves this device type (PrivateUse1; CUDA after serve_cuda()) / this tensor's.
+bool is_sim_type(c10::DeviceType type) noexcept;
 bool is_sim(const at::Tensor& tensor);
 
 // The device this process (rank) owns, as `torch.cuda.set_device(local_rank)` names it: a copy

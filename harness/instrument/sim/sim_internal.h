@@ -13,15 +13,25 @@ class Tensor;
 namespace harness::sim {
 
 inline constexpr c10::DispatchKeySet kSimKeys{c10::DispatchKey::PrivateUse1};
+inline constexpr c10::DispatchKeySet kCudaKeys{c10::DispatchKey::CUDA};
 inline constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
 
-c10::Allocator* device_allocator();
+// The backend keys of a tensor on a device type sim serves (PrivateUse1, or CUDA: serve_cuda()).
+inline c10::DispatchKeySet keys_of(c10::DeviceType type) {
+  return type == c10::DeviceType::CUDA ? kCudaKeys : kSimKeys;
+}
+
+// The allocator of sim's memory, its DataPtrs naming `type` (PrivateUse1 or CUDA).
+c10::Allocator* device_allocator(c10::DeviceType type = c10::DeviceType::PrivateUse1);
+// Sim's page-locked host memory (Tensor::pin_memory()).
+c10::Allocator* pinned_allocator();
 // This thread's current sim device (what the device guard sets).
 c10::DeviceIndex current_device() noexcept;
 // Grows or shrinks a sim storage in place (new device memory, contents kept up to the new size).
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
-// Registers the sim kernels and the boxed fallback with the dispatcher (called by initialize()).
-void register_kernels();
+// Registers the sim kernels and the boxed fallback with the dispatcher at `backend`, PrivateUse1
+// (called by initialize()) or CUDA (by serve_cuda(): over libtorch_cuda's kernels).
+void register_kernels(c10::DispatchKey backend);
 // Registers mixed precision for sim as CUDA has it (sim_autocast.cpp; called by initialize()).
 void register_autocast();
 
@@ -31,18 +41,18 @@ at::Tensor make_tensor_on(c10::Storage storage, c10::DispatchKeySet keys, const 
 // allocator, so a CPU kernel may grow an out= argument; the sim tensor then adopts the new bytes.
 c10::Storage cpu_view_of_storage(const c10::Storage& storage);
 // A sim DataPtr over the bytes of CPU storage `storage` (which it keeps alive): device memory of
-// sim:index from now on, counted once.
-c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::DeviceIndex index);
+// `device` (sim:i, or cuda:i under serve_cuda()) from now on, counted once.
+c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::Device device);
 // The reverse of cpu_view_of_storage: a sim storage over bytes a CPU kernel allocated.
-c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::DeviceIndex index);
+c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::Device device);
 // Turns `output`, a fresh CPU tensor a sim op's CPU kernel returned, into a sim tensor of
-// sim:index in place, without a new TensorImpl or storage: only when nothing else holds it or
+// `device` in place, without a new TensorImpl or storage: only when nothing else holds it or
 // its storage and the counting CPU allocator made its bytes (they move to the device's account).
 // Returns false, changing nothing, otherwise.
-bool adopt_in_place(const at::Tensor& output, c10::DeviceIndex index);
-// A CPU tensor a CPU kernel or a host computation returned, as a tensor of sim device `index`
+bool adopt_in_place(const at::Tensor& output, c10::Device device);
+// A CPU tensor a CPU kernel or a host computation returned, as a tensor of sim device `device`
 // (in place where adopt_in_place can, else a sim view of its bytes; undefined or non-CPU stays).
-at::Tensor to_device(const at::Tensor& host_result, c10::DeviceIndex index);
+at::Tensor to_device(const at::Tensor& host_result, c10::Device device);
 // A CPU tensor over the same memory as sim tensor `sim_tensor` (same geometry).
 at::Tensor cpu_alias(const at::Tensor& sim_tensor);
 

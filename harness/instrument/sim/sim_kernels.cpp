@@ -22,16 +22,21 @@
 #include <ATen/ops/_reshape_alias_native.h>
 #include <ATen/ops/as_strided_native.h>
 #include <ATen/ops/copy.h>
+#include <ATen/ops/empty.h>
 #include <ATen/ops/resize_native.h>
+#include <ATen/ops/set.h>
 #include <ATen/ops/set_native.h>
 #include <ATen/ops/view_native.h>
+#include <ATen/native/TensorAdvancedIndexingUtils.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "harness/instrument/collector.h"
@@ -43,6 +48,14 @@
 
 namespace harness::sim {
 namespace {
+
+// Swallows the dispatcher's one warning that kernels are overridden (serve_cuda() does so on
+// purpose, over libtorch_cuda's).
+class IgnoreWarnings final : public c10::WarningHandler {
+ public:
+  void process(const c10::Warning&) override {}
+};
+IgnoreWarnings g_ignore_warnings;
 
 bool host_pinned(const at::Tensor& t) {
   return t.has_storage() && is_pinned_host_pointer(t.storage().data());
@@ -57,8 +70,9 @@ at::Tensor empty_memory_format(c10::IntArrayRef size, std::optional<c10::ScalarT
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
               "sim supports strided tensors only");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "pinned memory is host memory, not sim");
-  const c10::DeviceGuard guard(c10::device_or_default(device));
-  return at::detail::empty_generic(size, device_allocator(), kSimKeys,
+  const c10::Device target = c10::device_or_default(device);
+  const c10::DeviceGuard guard(target);
+  return at::detail::empty_generic(size, device_allocator(target.type()), keys_of(target.type()),
                                    c10::dtype_or_default(dtype), memory_format);
 }
 
@@ -68,9 +82,10 @@ at::Tensor empty_strided(c10::IntArrayRef size, c10::IntArrayRef stride,
   TORCH_CHECK(c10::layout_or_default(layout) == c10::Layout::Strided,
               "sim supports strided tensors only");
   TORCH_CHECK(!c10::pinned_memory_or_default(pin_memory), "pinned memory is host memory, not sim");
-  const c10::DeviceGuard guard(c10::device_or_default(device));
-  return at::detail::empty_strided_generic(size, stride, device_allocator(), kSimKeys,
-                                           c10::dtype_or_default(dtype));
+  const c10::Device target = c10::device_or_default(device);
+  const c10::DeviceGuard guard(target);
+  return at::detail::empty_strided_generic(size, stride, device_allocator(target.type()),
+                                           keys_of(target.type()), c10::dtype_or_default(dtype));
 }
 
 at::Tensor as_strided(const at::Tensor& self, c10::SymIntArrayRef size,
@@ -177,6 +192,49 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
 at::Tensor copy_from_and_resize(const at::Tensor& src, const at::Tensor& dst) {
   dst.resize_(src.sizes());
   return copy_from(src, dst, /*non_blocking=*/false);
+}
+
+// `copy_` of a CUDA tensor under serve_cuda(). Torch's composite copy_ re-dispatches to
+// `_copy_from` only for devices it does not know (PrivateUse1); for CUDA it would run CUDA's copy
+// kernel. This is its early returns (copy_impl in Copy.cpp: the same tensor, or a view of the same
+// data as it is), then sim's copy.
+at::Tensor& cuda_copy(at::Tensor& self, const at::Tensor& src, bool non_blocking) {
+  if (self.is_same(src)) return self;
+  const bool same_data = self.is_alias_of(src) && self.storage_offset() == src.storage_offset() &&
+                         self.strides().equals(src.strides()) &&
+                         self.sizes().equals(src.sizes()) &&
+                         self.scalar_type() == src.scalar_type() &&
+                         self.is_conj() == src.is_conj() && self.is_neg() == src.is_neg();
+  if (same_data) return self;
+  copy_from(src, self, non_blocking);
+  return self;
+}
+
+// Pinned host memory for a CUDA tensor's copies under serve_cuda() (torch's `_pin_memory` asks
+// the CUDA hooks for CUDA's pinned allocator, which needs a GPU): sim's pinned allocator, as
+// Memory.cpp's _pin_memory does with the one it gets.
+bool cuda_is_pinned(const at::Tensor& self, std::optional<c10::Device>) {
+  return self.has_storage() && is_pinned_host_pointer(self.storage().data());
+}
+
+at::Tensor cuda_pin_memory(const at::Tensor& self, std::optional<c10::Device>) {
+  const size_t nbytes = at::detail::computeStorageNbytes(self.sizes(), self.strides(),
+                                                         self.dtype().itemsize());
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, pinned_allocator(),
+                       /*resizable=*/false);
+  at::Tensor pinned = at::empty({0}, self.options()).set_(storage, 0, self.sizes(), self.strides());
+  pinned.copy_(self);
+  return pinned;
+}
+
+// A stream's use of a tensor: sim has one in-order stream per device, nothing to record.
+void cuda_record_stream(at::Tensor&, c10::Stream) {}
+
+// An op of libtorch_cuda's that CPU PyTorch has no kernel for (no composite either), and sim none
+// of its own.
+void refuse_cuda_only_op(const c10::OperatorHandle& op, torch::jit::Stack*) {
+  TORCH_CHECK(false, op.schema().name(), " has a CUDA kernel only, which sim cannot run (it has no "
+              "CPU kernel to run on the host); run the program without it, or on a GPU");
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
@@ -308,7 +366,7 @@ class FallbackCall {
       // its views) takes over the new bytes.
       const c10::Storage& grown = cpu->storage();
       c10::StorageImpl* storage = sim->storage().unsafeGetStorageImpl();
-      storage->set_data_ptr_noswap(adopt_bytes(grown, a.sim.device().index()));
+      storage->set_data_ptr_noswap(adopt_bytes(grown, a.sim.device()));
       storage->set_nbytes(grown.nbytes());
     }
     if (sim->sizes() != cpu->sizes() || sim->strides() != cpu->strides() ||
@@ -324,10 +382,10 @@ class FallbackCall {
     }
     for (const AliasedArg& a : aliased_) {
       if (t.storage().is_alias_of(a.cpu.storage())) {  // a view of an argument
-        return make_tensor_on(a.sim.storage(), kSimKeys, t);
+        return make_tensor_on(a.sim.storage(), keys_of(a.sim.device().type()), t);
       }
     }
-    return to_device(t, device_ ? device_->index() : c10::DeviceIndex(0));
+    return to_device(t, device_ ? *device_ : c10::Device(c10::DeviceType::PrivateUse1, 0));
   }
 
   const c10::FunctionSchema& schema_;
@@ -396,12 +454,71 @@ class SyncingOpKernel final : public c10::OperatorKernel {
   const SyncRuleEntry* rule_;
 };
 
+// `_index_put_impl_` of a CUDA tensor under serve_cuda(): torch's own branch first
+// (TensorAdvancedIndexing.cpp): one device mask and a one-element host value -- what
+// `x[mask] = 0.5` makes of the value for a CUDA tensor (python_variable_indexing.cpp) -- is
+// `masked_fill_`, dispatched and counted as such, with no sync; otherwise the op with its sync
+// rule, as on sim.
+class CudaIndexPutKernel final : public c10::OperatorKernel {
+ public:
+  explicit CudaIndexPutKernel(const SyncRuleEntry* rule) : rule_(rule) {}
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet, torch::jit::Stack* stack) {
+    const size_t n = op.schema().arguments().size();
+    c10::IValue* args = &(*stack)[stack->size() - n];  // self, indices, values, accumulate, unsafe
+    const bool accumulate = args[3].toBool();
+    if (!accumulate) {
+      const at::Tensor self = args[0].toTensor();
+      const auto [masked_fill, mask] = at::native::canDispatchToMaskedFill(
+          self, args[1].toOptionalTensorList(), args[2].toTensor());
+      if (masked_fill) {
+        const c10::Scalar value = args[2].toTensor().item();  // a host tensor: no sync
+        at::Tensor result = self;
+        result.masked_fill_(mask, value);
+        torch::jit::drop(*stack, n);
+        torch::jit::push(*stack, std::move(result));
+        return;
+      }
+    }
+    run_on_cpu(op, stack, rule_);
+  }
+
+ private:
+  const SyncRuleEntry* rule_;
+};
+
 }  // namespace
 
-void register_kernels() {
+// Under serve_cuda(): every op libtorch_cuda has a CUDA kernel for runs sim's fallback instead (one
+// launch, its CPU kernel on host aliases), or is refused by name where CPU has no kernel; the
+// kernels register_kernels() registers next replace these where sim has its own. (An op whose
+// only kernel is composite has none at the CUDA key: it runs torch's composite, whose ops come
+// back here.) The dispatcher warns once that kernels are overridden: that is the point here.
+void override_cuda_kernels() {
+  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+  auto* impls = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::CUDA,
+                                   __FILE__, __LINE__);
+  c10::WarningUtils::WarningHandlerGuard quiet(&g_ignore_warnings);
+  for (const c10::OperatorName& name :
+       dispatcher.getRegistrationsForDispatchKey(c10::DispatchKey::CUDA)) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    const auto op = dispatcher.findOp(name);
+    if (!op) continue;
+    std::string qualified = name.name.substr(6);
+    if (!name.overload_name.empty()) qualified += "." + name.overload_name;
+    impls->impl(qualified.c_str(),
+                op->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)  // own or composite
+                    ? torch::CppFunction::makeFromBoxedFunction<&fallback>()
+                    : torch::CppFunction::makeFromBoxedFunction<&refuse_cuda_only_op>());
+  }
+}
+
+void register_kernels(c10::DispatchKey backend) {
+  const bool cuda = backend == c10::DispatchKey::CUDA;
+  if (cuda) override_cuda_kernels();
+  c10::WarningUtils::WarningHandlerGuard quiet(cuda ? &g_ignore_warnings
+                                                    : c10::WarningUtils::get_warning_handler());
   // torch::Library objects live for the rest of the process (the registrations with them).
-  static auto* impls = new torch::Library(torch::Library::IMPL, "aten",
-                                          c10::DispatchKey::PrivateUse1, __FILE__, __LINE__);
+  auto* impls = new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__);
   impls->impl("empty.memory_format", TORCH_FN(empty_memory_format));
   impls->impl("empty_strided", TORCH_FN(empty_strided));
   impls->impl("as_strided", TORCH_FN(as_strided));
@@ -414,7 +531,14 @@ void register_kernels() {
   impls->impl("_copy_from", TORCH_FN(copy_from));
   impls->impl("_copy_from_and_resize", TORCH_FN(copy_from_and_resize));
   impls->impl("_local_scalar_dense", TORCH_FN(local_scalar_dense));
-  impls->impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+  if (cuda) {
+    impls->impl("copy_", TORCH_FN(cuda_copy));
+    impls->impl("is_pinned", TORCH_FN(cuda_is_pinned));
+    impls->impl("_pin_memory", TORCH_FN(cuda_pin_memory));
+    impls->impl("record_stream", TORCH_FN(cuda_record_stream));
+  } else {
+    impls->impl("_has_compatible_shallow_copy_type", TORCH_FN(has_compatible_shallow_copy_type));
+  }
 
   // Ops whose CUDA kernel makes the host wait (sync_rules.h): registered before the loop below,
   // which leaves ops with a sim kernel alone. A rule is for an op with a kernel per backend (sim
@@ -432,11 +556,28 @@ void register_kernels() {
     }
   }
 
+  if (cuda) {  // over the sync rule's kernel just registered
+    for (const SyncRuleEntry& entry : sync_rules()) {
+      if (std::string_view(entry.op) != "aten::_index_put_impl_") continue;
+      impls->impl("_index_put_impl_", torch::CppFunction::makeFromBoxedFunctor(
+                                          std::make_unique<CudaIndexPutKernel>(&entry)));
+    }
+  }
+
   // CUDA's choice of op where composite code branches on the device (cuda_*.cpp).
-  register_cuda_convolution();
-  register_cuda_normalization();
-  register_cuda_rnn();
-  register_cuda_attention();
+  register_cuda_convolution(backend);
+  register_cuda_normalization(backend);
+  register_cuda_rnn(backend);
+  register_cuda_attention(backend);
+  if (cuda) {
+    // The ops below (CUDA kernels beside composites, foreach, structured) all have a CUDA kernel
+    // of libtorch_cuda's, overridden by override_cuda_kernels(); torch's own CUDA-side code
+    // (Autograd and Autocast CUDA, the conjugate and negative bits) serves CUDA tensors. An op
+    // with no kernel for CUDA at all (a CPU-only op) runs as it runs on sim.
+    auto* fallbacks = new torch::Library(torch::Library::IMPL, "_", backend, __FILE__, __LINE__);
+    fallbacks->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
+    return;
+  }
 
   // Ops with a CUDA kernel of their own and a composite kernel, which a backend without a kernel
   // takes before its fallback (native_layer_norm would run as batch norm, convolution_backward

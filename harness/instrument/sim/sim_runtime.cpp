@@ -1,6 +1,7 @@
 // The sim backend's runtime pieces: device allocator, pinned host allocator, device guard and
 // PrivateUse1 hooks; and initialize(), which registers them with c10 at run time.
 #include <ATen/Context.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <ATen/detail/PrivateUse1HooksInterface.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <c10/core/Allocator.h>
@@ -14,6 +15,8 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <new>
+#include <string>
 #include <unordered_set>
 
 #include "harness/instrument/collector.h"
@@ -40,18 +43,24 @@ void free_device_memory(void* p) {
 
 // Device memory: plain host memory, tagged with the sim device it belongs to and counted in that
 // device's account of the memory ledger (bytes held and peak; memory_stats()).
+// One allocator per device type sim serves (PrivateUse1; CUDA under serve_cuda()): the same
+// memory, its DataPtr naming that type.
 class SimDeviceAllocator final : public c10::Allocator {
  public:
+  explicit SimDeviceAllocator(c10::DeviceType type) : type_(type) {}
   c10::DataPtr allocate(size_t nbytes) override {
     void* p = nbytes ? memory::open_block(c10::alloc_cpu(nbytes + memory::kBlockHeaderBytes),
                                           nbytes, t_current_device)
                      : nullptr;
-    return {p, p, &free_device_memory, c10::Device(c10::DeviceType::PrivateUse1, t_current_device)};
+    return {p, p, &free_device_memory, c10::Device(type_, t_current_device)};
   }
   c10::DeleterFnPtr raw_deleter() const override { return &free_device_memory; }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
     std::memcpy(dest, src, count);
   }
+
+ private:
+  const c10::DeviceType type_;
 };
 
 // Page-locked host memory, as CUDA's pinned allocator gives: host memory whose base pointers are
@@ -91,13 +100,16 @@ class SimPinnedAllocator final : public c10::Allocator {
   }
 };
 
-SimDeviceAllocator g_device_allocator;
+SimDeviceAllocator g_device_allocator(c10::DeviceType::PrivateUse1);
+SimDeviceAllocator g_cuda_allocator(c10::DeviceType::CUDA);
 SimPinnedAllocator g_pinned_allocator;
 
 // One default stream per device; events are trivially complete (work runs eagerly on the host).
+// One guard per device type sim serves; both set the same current device (t_current_device).
 class SimGuardImpl final : public c10::impl::DeviceGuardImplInterface {
  public:
-  c10::DeviceType type() const override { return c10::DeviceType::PrivateUse1; }
+  explicit SimGuardImpl(c10::DeviceType type) : type_(type) {}
+  c10::DeviceType type() const override { return type_; }
   c10::Device exchangeDevice(c10::Device d) const override {
     check_index(d.index());
     auto old = t_current_device;
@@ -153,6 +165,8 @@ class SimGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   static void record_synchronize(const char* op, const char* reason, int64_t begin) {
     events::record_sync(op, reason, events::elapsed_since(begin));
   }
+
+  const c10::DeviceType type_;
 };
 
 struct SimHooks final : public at::PrivateUse1HooksInterface {
@@ -192,39 +206,161 @@ struct SimHooks final : public at::PrivateUse1HooksInterface {
   }
 };
 
+// What the CUDA hooks of the wheel say of its build (cuDNN's version and the like): kept from them
+// when sim's take their place, so that torch's checks of the build read the same.
+struct CudaBuildFacts {
+  long cudnn_version = 0;
+  long cudnn_runtime_version = 0;
+  long cudart_version = 0;
+  double batchnorm_min_epsilon = 1e-5;
+  bool has_cudnn = false;
+};
+CudaBuildFacts g_cuda_build;
+
+// at::detail::getCUDAHooks() under serve_cuda(): one H100 per sim device, as sim has them. The
+// ATen and autograd code that asks the CUDA hooks (autograd's streams, lazy initialisation, pinned
+// memory, the default generator, cuDNN's availability for convolutions and RNNs) reads sim's
+// state; nothing asks the CUDA runtime. No data members: it takes the wheel's hooks' place in
+// their own storage (serve_cuda()).
+struct SimCudaHooks final : public at::CUDAHooksInterface {
+  bool isBuilt() const override { return true; }
+  bool isAvailable() const override { return true; }
+  void init() const override {}
+  bool hasPrimaryContext(c10::DeviceIndex index) const override {
+    return index >= 0 && index < g_device_count;
+  }
+  c10::DeviceIndex deviceCount() const override {
+    return static_cast<c10::DeviceIndex>(g_device_count);
+  }
+  void setCurrentDevice(c10::DeviceIndex d) const override {
+    check_index(d);
+    t_current_device = d;
+  }
+  c10::DeviceIndex getCurrentDevice() const override { return t_current_device; }
+  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
+    check_index(d);
+    const c10::DeviceIndex old = t_current_device;
+    t_current_device = d;
+    return old;
+  }
+  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
+    return exchangeDevice(d);
+  }
+  bool isPinnedPtr(const void* data) const override { return is_pinned_host_pointer(data); }
+  at::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
+  c10::Device getDeviceFromPtr(void*) const override {
+    return {c10::DeviceType::CUDA, t_current_device};
+  }
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
+    return at::detail::getDefaultCPUGenerator();
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex) const override {
+    return at::detail::createCPUGenerator();
+  }
+  bool hasCUDA() const override { return true; }
+  bool hasCUDART() const override { return true; }
+  bool hasCuDNN() const override { return g_cuda_build.has_cudnn; }
+  bool hasCuSOLVER() const override { return true; }
+  bool hasCuBLASLt() const override { return true; }
+  c10::DeviceIndex current_device() const override { return t_current_device; }
+  at::Allocator* getCUDADeviceAllocator() const override;
+  bool compiledWithCuDNN() const override { return g_cuda_build.has_cudnn; }
+  bool supportsDilatedConvolutionWithCuDNN() const override { return true; }
+  bool supportsDepthwiseConvolutionWithCuDNN() const override { return true; }  // sm 9.0
+  bool supportsBFloat16ConvolutionWithCuDNNv8() const override { return true; }
+  bool supportsBFloat16RNNWithCuDNN() const override { return true; }
+  long versionCuDNN() const override { return g_cuda_build.cudnn_version; }
+  long versionRuntimeCuDNN() const override { return g_cuda_build.cudnn_runtime_version; }
+  long versionCUDART() const override { return g_cuda_build.cudart_version; }
+  double batchnormMinEpsilonCuDNN() const override { return g_cuda_build.batchnorm_min_epsilon; }
+  int getNumGPUs() const override { return g_device_count; }
+  void deviceSynchronize(c10::DeviceIndex index) const override;
+};
+
 std::once_flag g_init_once;
+std::once_flag g_cuda_once;
+std::atomic<bool> g_serves_cuda{false};
 
 }  // namespace
 
-c10::Allocator* device_allocator() { return &g_device_allocator; }
+c10::Allocator* device_allocator(c10::DeviceType type) {
+  return type == c10::DeviceType::CUDA ? &g_cuda_allocator : &g_device_allocator;
+}
+c10::Allocator* pinned_allocator() { return &g_pinned_allocator; }
 c10::DeviceIndex current_device() noexcept { return t_current_device; }
 
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
   TORCH_CHECK(storage->resizable(), "sim: trying to resize a storage that is not resizable");
   const c10::DeviceGuard guard(storage->device());  // the new bytes belong to its device
-  c10::DataPtr fresh = g_device_allocator.allocate(nbytes);
+  c10::DataPtr fresh = device_allocator(storage->device_type())->allocate(nbytes);
   const size_t keep = std::min(nbytes, storage->nbytes());
   if (keep) std::memcpy(fresh.get(), storage->data(), keep);
   storage->set_data_ptr_noswap(std::move(fresh));
   storage->set_nbytes(nbytes);
 }
 
-void initialize(int device_count) {
-  std::call_once(g_init_once, [device_count] {
+void initialize(int device_count, bool name_backend) {
+  std::call_once(g_init_once, [device_count, name_backend] {
     TORCH_CHECK(device_count > 0 && device_count <= 64, "sim device count must be 1..64, got ",
                 device_count);
     g_device_count = device_count;
     memory::install_host_counting();  // before the workload's first CPU tensor
-    c10::register_privateuse1_backend(kBackendName);
+    if (name_backend) c10::register_privateuse1_backend(kBackendName);
     c10::SetAllocator(c10::DeviceType::PrivateUse1, &g_device_allocator);
-    static c10::impl::DeviceGuardImplRegistrar guard_registrar(c10::DeviceType::PrivateUse1,
-                                                               new SimGuardImpl());
+    static c10::impl::DeviceGuardImplRegistrar guard_registrar(
+        c10::DeviceType::PrivateUse1, new SimGuardImpl(c10::DeviceType::PrivateUse1));
     at::RegisterPrivateUse1HooksInterface(new SimHooks());
-    register_kernels();
+    register_kernels(c10::DispatchKey::PrivateUse1);
     register_autocast();
   });
 }
 
+at::Allocator* SimCudaHooks::getCUDADeviceAllocator() const { return &g_cuda_allocator; }
+void SimCudaHooks::deviceSynchronize(c10::DeviceIndex index) const {
+  SimGuardImpl(c10::DeviceType::CUDA).synchronizeDevice(index);
+}
+
+namespace {
+
+// torch asks at::detail::getCUDAHooks() once (while `import torch` runs) and keeps the object in
+// a static it does not export: sim's hooks take its place in that object's storage. Both are an
+// interface's implementation without data members (a vtable pointer alone, as the wheel's
+// at::cuda::detail::CUDAHooks is in torch 2.11 to 2.15), so the storage fits; what the wheel's
+// hooks say of its build is read first. On a CPU-only torch the object is the interface's own
+// stub, which fits the same way.
+void take_over_cuda_hooks() {
+  auto* hooks = const_cast<at::CUDAHooksInterface*>(&at::detail::getCUDAHooks());
+  static_assert(sizeof(SimCudaHooks) == sizeof(at::CUDAHooksInterface),
+                "sim's CUDA hooks must fit in the storage of torch's");
+  g_cuda_build.has_cudnn = hooks->compiledWithCuDNN();
+  if (g_cuda_build.has_cudnn) {
+    g_cuda_build.cudnn_version = hooks->versionCuDNN();
+    g_cuda_build.cudnn_runtime_version = g_cuda_build.cudnn_version;
+    g_cuda_build.batchnorm_min_epsilon = hooks->batchnormMinEpsilonCuDNN();
+  }
+  if (hooks->hasCUDART()) g_cuda_build.cudart_version = hooks->versionCUDART();
+  hooks->~CUDAHooksInterface();
+  new (hooks) SimCudaHooks();
+}
+
+}  // namespace
+
+void serve_cuda() {
+  TORCH_CHECK(is_initialized(), "sim::serve_cuda() before sim::initialize()");
+  std::call_once(g_cuda_once, [] {
+    take_over_cuda_hooks();
+    // c10's registry of device guards is an array of atomic pointers that a registrar overwrites:
+    // CUDA's own guard (libc10_cuda, which would ask the CUDA runtime) is replaced by sim's.
+    static c10::impl::DeviceGuardImplRegistrar guard_registrar(
+        c10::DeviceType::CUDA, new SimGuardImpl(c10::DeviceType::CUDA));
+    // At the highest priority: the caching allocator of libc10_cuda registers at the lowest.
+    c10::SetAllocator(c10::DeviceType::CUDA, &g_cuda_allocator, /*priority=*/255);
+    register_kernels(c10::DispatchKey::CUDA);
+    g_serves_cuda.store(true);
+  });
+}
+
+bool serves_cuda() noexcept { return g_serves_cuda.load(std::memory_order_relaxed); }
 bool is_initialized() noexcept { return g_device_count > 0; }
 int device_count() noexcept { return g_device_count; }
 void set_home_device(int index) noexcept { g_home_device.store(index); }
@@ -250,13 +386,15 @@ c10::Device device(int index) {
   return {c10::DeviceType::PrivateUse1, static_cast<c10::DeviceIndex>(index)};
 }
 
-bool is_sim(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
+bool is_sim_type(c10::DeviceType type) noexcept {
+  return type == c10::DeviceType::PrivateUse1 || (type == c10::DeviceType::CUDA && serves_cuda());
 }
+
+bool is_sim(const at::Tensor& t) { return t.defined() && is_sim_type(t.device().type()); }
 
 void synchronize(int index) {
   check_index(static_cast<c10::DeviceIndex>(index));
-  SimGuardImpl().synchronizeDevice(static_cast<c10::DeviceIndex>(index));
+  SimGuardImpl(c10::DeviceType::PrivateUse1).synchronizeDevice(static_cast<c10::DeviceIndex>(index));
 }
 
 namespace {

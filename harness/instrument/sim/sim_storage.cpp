@@ -53,8 +53,8 @@ c10::Storage cpu_view_of_storage(const c10::Storage& storage) {
                       c10::GetCPUAllocator(), /*resizable=*/true);
 }
 
-c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::DeviceIndex index) {
-  const c10::Device device(c10::DeviceType::PrivateUse1, index);
+c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::Device device) {
+  const c10::DeviceIndex index = device.index();
   // Counted already: by the counting CPU allocator (moved to the device if still the host's), or
   // as sim memory (a CPU view of a sim storage).
   if (memory::charge_to_device(storage.data_ptr(), index) ||
@@ -67,12 +67,14 @@ c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::DeviceIndex index) {
   return {storage.mutable_data(), adopted, &release_adopted, device};
 }
 
-c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::DeviceIndex index) {
+c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::Device device) {
   return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(),
-                      adopt_bytes(storage, index), device_allocator(), /*resizable=*/true);
+                      adopt_bytes(storage, device), device_allocator(device.type()),
+                      /*resizable=*/true);
 }
 
-bool adopt_in_place(const at::Tensor& output, c10::DeviceIndex index) {
+bool adopt_in_place(const at::Tensor& output, c10::Device device) {
+  const c10::DeviceIndex index = device.index();
   c10::TensorImpl* impl = output.unsafeGetTensorImpl();
   if (output.use_count() != 1 || output.weak_use_count() != 1 || !impl->has_storage() ||
       !impl->key_set().has(c10::DispatchKey::CPU) || !impl->allow_tensor_metadata_change()) {
@@ -85,18 +87,18 @@ bool adopt_in_place(const at::Tensor& output, c10::DeviceIndex index) {
   if (storage.use_count() != 2 || !memory::charge_to_device(bytes->data_ptr(), index)) {
     return false;
   }
-  const c10::Device device(c10::DeviceType::PrivateUse1, index);
   bytes->mutable_data_ptr().unsafe_set_device(device);
-  bytes->set_allocator(device_allocator());
+  bytes->set_allocator(device_allocator(device.type()));
   impl->set_storage_keep_dtype(std::move(storage));  // the tensor's device: the storage's
   impl->_change_backend_component_keys(device);      // CPU and AutogradCPU -> the sim's keys
   return true;
 }
 
-at::Tensor to_device(const at::Tensor& host_result, c10::DeviceIndex index) {
+at::Tensor to_device(const at::Tensor& host_result, c10::Device device) {
   if (!host_result.defined() || !host_result.device().is_cpu()) return host_result;
-  if (adopt_in_place(host_result, index)) return host_result;
-  return make_tensor_on(sim_view_of_storage(host_result.storage(), index), kSimKeys, host_result);
+  if (adopt_in_place(host_result, device)) return host_result;
+  return make_tensor_on(sim_view_of_storage(host_result.storage(), device),
+                        keys_of(device.type()), host_result);
 }
 
 at::Tensor cpu_alias(const at::Tensor& sim_tensor) {

@@ -4,6 +4,8 @@
 // blocking .cpu() / .to(device) into or out of pageable memory.
 #include "harness/instrument/sim/sync_rules.h"
 
+#include "harness/instrument/sim/sim_device.h"
+
 #include "harness/instrument/sim/torch_release.h"
 
 #include <ATen/Context.h>
@@ -29,9 +31,7 @@ const at::Tensor& tensor_arg(const c10::FunctionSchema& schema, const c10::IValu
   return arg(schema, args, name).toTensor();
 }
 
-bool on_device(const at::Tensor& t) {
-  return t.defined() && t.device().type() == c10::DeviceType::PrivateUse1;
-}
+bool on_device(const at::Tensor& t) { return is_sim(t); }
 
 bool is_mask(const at::Tensor& t) {
   return t.scalar_type() == at::kBool || t.scalar_type() == at::kByte;
