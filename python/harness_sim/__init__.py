@@ -18,7 +18,6 @@ See README.md, "From Python".
 """
 from __future__ import annotations
 
-import os
 
 import torch
 
@@ -41,7 +40,9 @@ DEVICE_COUNT = 8
 
 # Where sim is to serve CUDA itself (run --as-cuda with HARNESS_SIM_AS_CUDA=device, issue 50),
 # PrivateUse1 stays unnamed: a named one would be torch's accelerator, not CUDA.
-_SIM_NAMED = os.environ.get("HARNESS_SIM_AS_CUDA", "map") != "device"
+from ._device import SERVES_CUDA as _SERVES_CUDA  # noqa: E402
+
+_SIM_NAMED = not _SERVES_CUDA
 _C.initialize(DEVICE_COUNT, _SIM_NAMED)  # names PrivateUse1 "sim" in c10, as rename_privateuse1_backend does
 from . import _sites  # noqa: E402
 

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.abc
-import os
 import sys
 
 import torch
 from torch.overrides import TorchFunctionMode
 
 from . import _C
+from ._device import SERVES_CUDA
 from ._cuda_surface import (UnsupportedOnSim, map_device as _map_device, refusal,
                             refused_function, surface, visible_device_count)
 
@@ -42,7 +42,7 @@ def device_is_cuda() -> bool:
     ``HARNESS_SIM_AS_CUDA=device``): tensors are CUDA tensors, with no mapping of names, and torch's
     CUDA-side code (autograd, autocast, composite branches) runs as on CUDA. The default still maps
     "cuda" to sim at the Python surface."""
-    return os.environ.get("HARNESS_SIM_AS_CUDA", "map") == "device"
+    return SERVES_CUDA
 
 
 _CUDA_METHOD = torch.Tensor.cuda

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
+from ._device import DEVICE_TYPE, SERVES_CUDA
+
 MAPPED, ANSWERED, AS_IS, REFUSED = "mapped", "answered", "as is", "refused"
 
 # Modules whose names are all torch.cuda's own (torch.cuda re-exports them): their rows are
@@ -136,7 +138,10 @@ def visible_device_count() -> int:
 
 
 def map_device(d):
-    """A device that names CUDA names sim instead (anything else is returned as it is)."""
+    """A device that names CUDA names sim instead (anything else is returned as it is); where sim
+    serves CUDA itself, CUDA's name is sim's already."""
+    if SERVES_CUDA:
+        return d
     if isinstance(d, torch.device):
         return torch.device("sim", d.index) if d.type == "cuda" else d
     if isinstance(d, str) and (d == "cuda" or d.startswith("cuda:")):
@@ -188,7 +193,7 @@ class Stream:
     """``torch.cuda.Stream`` on sim: one stream, in order; ``synchronize`` is a counted sync."""
 
     def __init__(self, device=None, priority=0, **kwargs):
-        self.device = torch.device("sim", torch.sim.current_device())
+        self.device = torch.device(DEVICE_TYPE, torch.sim.current_device())
 
     def synchronize(self):
         torch.sim.synchronize()
@@ -273,11 +278,11 @@ def _legacy_tensor_type(name: str, dtype: torch.dtype) -> type:
 
     class Meta(type):
         def __instancecheck__(cls, obj):
-            return (isinstance(obj, torch.Tensor) and obj.device.type == "sim"
+            return (isinstance(obj, torch.Tensor) and obj.device.type == DEVICE_TYPE
                     and obj.dtype == dtype)
 
     def __new__(cls, *args, device=None):
-        where = torch.device("sim", device_index(device) if device is not None
+        where = torch.device(DEVICE_TYPE, device_index(device) if device is not None
                              else torch.sim.current_device())
         if len(args) == 1 and not isinstance(args[0], (int, torch.Size)):
             return torch.tensor(args[0], dtype=dtype, device=where)

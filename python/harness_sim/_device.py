@@ -13,11 +13,18 @@ per thread, as CUDA's is.
 """
 from __future__ import annotations
 
+import os
 import types
 
 import torch
 
 from . import _C
+
+# The device type sim's tensors have in this process: "sim" (PrivateUse1), or "cuda" where sim
+# serves CUDA itself (run --as-cuda with HARNESS_SIM_AS_CUDA=device, issue 50; chosen when
+# harness_sim is imported, since a named PrivateUse1 would be torch's accelerator).
+SERVES_CUDA = os.environ.get("HARNESS_SIM_AS_CUDA", "map") == "device"
+DEVICE_TYPE = "cuda" if SERVES_CUDA else "sim"
 
 
 def _get_device_index(device, optional: bool = False, allow_cpu: bool = False) -> int:
@@ -29,8 +36,8 @@ def _get_device_index(device, optional: bool = False, allow_cpu: bool = False) -
     if isinstance(device, torch.device):
         if device.type == "cpu" and allow_cpu:
             return -1
-        if device.type != "sim":
-            raise ValueError(f"expected a sim device, got {device}")
+        if device.type != DEVICE_TYPE:
+            raise ValueError(f"expected a {DEVICE_TYPE} device (sim's), got {device}")
         device = device.index
     if device is None:
         if not optional:
@@ -101,7 +108,7 @@ class device_of(device):
     """``with torch.sim.device_of(tensor):`` the tensor's device, if it is a sim tensor."""
 
     def __init__(self, obj):
-        super().__init__(obj.get_device() if obj.device.type == "sim" else -1)
+        super().__init__(obj.get_device() if obj.device.type == DEVICE_TYPE else -1)
 
 
 def synchronize(device=None) -> None:
