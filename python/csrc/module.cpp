@@ -1,6 +1,7 @@
 // harness_sim._C: the sim backend, the instrument and the report writer of the harness, loaded
 // into PyTorch's own Python process (the same LibTorch 2.11.0 the C++ project builds against).
 #include <torch/csrc/distributed/c10d/Backend.hpp>
+#include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/version.h>
@@ -11,6 +12,9 @@
 #include <pybind11/chrono.h>
 #include <pybind11/stl.h>
 
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -223,6 +227,34 @@ void write_expectations_of(const std::string& report_path, const std::string& ou
                             "\n");
 }
 
+// DDP's reducer times a CUDA device's forward and backward with CUDA events (libtorch_cuda's
+// CudaTimer, which asks the CUDA runtime): where sim serves CUDA, with host clocks, as its
+// CpuTimer does (reducer.cpp).
+class SimCudaTimer final : public c10d::Timer {
+ public:
+  explicit SimCudaTimer(c10::Device) {}
+  std::optional<int64_t> measureDifference(Event start, Event end) override {
+    const int64_t start_time = getTimeRef(start);
+    const int64_t end_time = getTimeRef(end);
+    if (start_time == c10d::kUnsetTime || end_time < start_time) return std::nullopt;
+    return end_time - start_time;
+  }
+};
+
+void serve_cuda() {
+  sim::serve_cuda();
+  static std::once_flag once;
+  std::call_once(once, [] {
+    // A higher priority than libtorch_cuda's registration replaces it (c10/util/Registry.h).
+    c10d::TimerRegistry()->Register(
+        c10::DeviceType::CUDA,
+        [](c10::Device device) -> std::unique_ptr<c10d::Timer> {
+          return std::make_unique<SimCudaTimer>(device);
+        },
+        c10::REGISTRY_PREFERRED);
+  });
+}
+
 }  // namespace
 }  // namespace harness::python
 
@@ -249,7 +281,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("set_site_paths", &python::set_site_paths, py::arg("root"), py::arg("package_dirs"),
         "How sites name files: relative to the program's root, else from the package on for a "
         "file under one of package_dirs");
-  m.def("serve_cuda", &sim::serve_cuda,
+  m.def("serve_cuda", &python::serve_cuda,
         "sim serves the CUDA device type too: CUDA tensors are sim's (run --as-cuda)");
   m.def("serves_cuda", &sim::serves_cuda);
   m.def("is_initialized", &sim::is_initialized);

@@ -45,7 +45,7 @@ RELEASE_MODULES = frozenset({
     "test_torch_release", "test_sdpa_release", "test_cuda_op_lists", "test_cuda_ops",
     "test_device", "test_device_module", "test_autocast", "test_compile", "test_as_cuda_surface",
     "test_opinfo_sweep", "test_distributed", "test_fidelity", "test_pathologies",
-    "test_pytest_plugin", "test_lightning",
+    "test_pytest_plugin", "test_lightning", "test_cuda_is_cuda",
 })
 
 

@@ -337,6 +337,11 @@ at::Tensor cudnn_init_dropout_state(double /*dropout*/, bool /*train*/, int64_t 
 }
 
 // aten/src/ATen/cudnn/AutocastRNN.cpp's _cudnn_rnn_cast_reflatten, CUDA's autocast kernel for
+c10::DispatchKey autocast_key_of(c10::DeviceType type) {
+  return type == c10::DeviceType::CUDA ? c10::DispatchKey::AutocastCUDA
+                                       : c10::DispatchKey::AutocastPrivateUse1;
+}
+
 // `_cudnn_rnn`: float16 whatever the region's dtype (it names kHalf), the weights cast into views
 // of one new flat buffer (zeros, then a copy per weight, seen by autograd) unless they are
 // float16 already, the input and hidden states cast as any autocast op's arguments are.
@@ -348,8 +353,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_rnn
     c10::SymInt proj_size, int64_t num_layers, bool batch_first, double dropout, bool train,
     bool bidirectional, c10::SymIntArrayRef batch_sizes,
     const std::optional<at::Tensor>& dropout_state) {
-  const c10::impl::ExcludeDispatchKeyGuard no_autocast(c10::DispatchKey::AutocastPrivateUse1);
-  constexpr c10::DeviceType kSim = c10::DeviceType::PrivateUse1;
+  const c10::DeviceType kSim = input.device().type();  // sim's, or CUDA served by sim
+  const c10::impl::ExcludeDispatchKeyGuard no_autocast(autocast_key_of(kSim));
   at::Tensor buf = weight_buf.value_or(at::Tensor());
   const at::Tensor& probe = buf.defined() ? buf : weight[0];
   const bool cast =
@@ -541,10 +546,12 @@ void register_cuda_rnn(c10::DispatchKey backend) {
   auto* autograd = new torch::Library(torch::Library::IMPL, "aten", autograd_key_of(backend),
                                       __FILE__, __LINE__);
   register_composites(*autograd);
-  // Sim's copy of CUDA's autocast policy (sim_autocast.cpp); a CUDA tensor has torch's own.
-  if (backend != c10::DispatchKey::PrivateUse1) return;
-  auto* autocast = new torch::Library(torch::Library::IMPL, "aten",
-                                      c10::DispatchKey::AutocastPrivateUse1, __FILE__, __LINE__);
+  // AutocastCUDA's own `_cudnn_rnn` (cudnn/RNN.cpp's _cudnn_rnn_cast_reflatten) calls cuDNN
+  // directly: sim's, as for sim's autocast key.
+  const c10::DeviceType type = backend == c10::DispatchKey::CUDA ? c10::DeviceType::CUDA
+                                                                 : c10::DeviceType::PrivateUse1;
+  auto* autocast = new torch::Library(torch::Library::IMPL, "aten", autocast_key_of(type),
+                                      __FILE__, __LINE__);
   autocast->impl("_cudnn_rnn", TORCH_FN(cudnn_rnn_autocast));
 }
 
