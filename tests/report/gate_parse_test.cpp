@@ -187,12 +187,13 @@ TEST(GateParse, BaselineTimeRuleNeedsMinSamples) {
 
 TEST(GateParse, CheckedInGateFilesParse) {
   size_t files = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(HARNESS_GATES_DIR)) {
+  const std::string gates_dir = source_path("reports/gates");
+  for (const auto& entry : std::filesystem::directory_iterator(gates_dir)) {
     if (entry.path().extension() != ".json") continue;
     ++files;
     EXPECT_NO_THROW(parse_gate_file(entry.path().string())) << entry.path();
   }
-  EXPECT_GT(files, 0u) << "no gate files in " << HARNESS_GATES_DIR;
+  EXPECT_GT(files, 0u) << "no gate files in " << gates_dir;
 }
 
 TEST(Pattern, GlobWithCaptures) {

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "harness/report/history/change_points.h"
+#include "test_support.h"
 
 namespace harness::history {
 namespace {
@@ -80,8 +81,9 @@ TEST(ChangePoints, NoPointsInAConstantOrShortSeries) {
 // apache-otava's compute_change_points on the fixture's series: the same points, p-values and
 // means.
 TEST(ChangePoints, AgreesWithApacheOtava) {
-  std::ifstream in(HARNESS_OTAVA_FIXTURE);
-  ASSERT_TRUE(in) << HARNESS_OTAVA_FIXTURE;
+  const std::string fixture_path = source_path("tests/report/fixtures/otava_change_points.json");
+  std::ifstream in(fixture_path);
+  ASSERT_TRUE(in) << fixture_path;
   const nlohmann::json fixture = nlohmann::json::parse(in);
   ASSERT_GE(fixture.at("cases").size(), 8u);
   for (const nlohmann::json& c : fixture.at("cases")) {

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -167,6 +168,16 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ignored;
   std::filesystem::remove_all(dir_, ignored);
+}
+
+std::string source_path(const std::string& relative) {
+  const char* root = std::getenv("HARNESS_SOURCE_DIR");
+  if (root == nullptr || *root == '\0') {
+    ADD_FAILURE() << "HARNESS_SOURCE_DIR is not set: run report_tests through ctest, or set it to "
+                     "the repository's root";
+    return relative;
+  }
+  return std::string(root) + "/" + relative;
 }
 
 std::string read_text(const std::string& path) {

@@ -23,6 +23,10 @@ namespace harness {
 // plus one ResultTable and a report warning.
 RunReport sample_report();
 
+// A file of the source tree: `relative` under HARNESS_SOURCE_DIR, which ctest sets (the path is
+// not compiled in, so that a clone elsewhere compiles the same objects and ccache finds them).
+std::string source_path(const std::string& relative);
+
 // A mutable variant of the sample (asserts that it exists).
 VariantResult& sample_variant(RunReport& report, const std::string& name);
 

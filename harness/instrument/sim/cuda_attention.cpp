@@ -631,7 +631,7 @@ at::Tensor scaled_dot_product_attention(const at::Tensor& query, const at::Tenso
 }  // namespace
 
 void register_cuda_attention(c10::DispatchKey backend) {
-  auto* impls = new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__);
+  auto* impls = keep(new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__));
   impls->impl("scaled_dot_product_attention", TORCH_FN(scaled_dot_product_attention));
   impls->impl("_scaled_dot_product_flash_attention", TORCH_FN(flash_attention));
   impls->impl("_scaled_dot_product_flash_attention_backward", TORCH_FN(flash_attention_backward));
@@ -640,8 +640,8 @@ void register_cuda_attention(c10::DispatchKey backend) {
   impls->impl("_scaled_dot_product_efficient_attention", TORCH_FN(efficient_attention));
   impls->impl("_scaled_dot_product_efficient_attention_backward",
               TORCH_FN(efficient_attention_backward));
-  auto* autograd = new torch::Library(torch::Library::IMPL, "aten", autograd_key_of(backend),
-                                      __FILE__, __LINE__);
+  auto* autograd = keep(new torch::Library(torch::Library::IMPL, "aten",
+                                           autograd_key_of(backend), __FILE__, __LINE__));
   autograd->impl("scaled_dot_product_attention", TORCH_FN(scaled_dot_product_attention));
 }
 

@@ -129,7 +129,7 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
 }  // namespace
 
 void register_cuda_convolution(c10::DispatchKey backend) {
-  auto* impls = new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__);
+  auto* impls = keep(new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__));
   impls->impl("convolution_overrideable", TORCH_FN(convolution_overrideable));
   impls->impl("cudnn_convolution", TORCH_FN(cudnn_convolution));
   impls->impl("cudnn_convolution_transpose", TORCH_FN(cudnn_convolution_transpose));

@@ -156,7 +156,7 @@ std::tuple<at::Tensor, at::Tensor> fused_rms_norm_backward(
 }  // namespace
 
 void register_cuda_normalization(c10::DispatchKey backend) {
-  auto* impls = new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__);
+  auto* impls = keep(new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__));
   impls->impl("_batch_norm_impl_index", TORCH_FN(batch_norm_impl_index));
   impls->impl("cudnn_batch_norm", TORCH_FN(cudnn_batch_norm));
   impls->impl("cudnn_batch_norm_backward", TORCH_FN(cudnn_batch_norm_backward));
@@ -164,8 +164,8 @@ void register_cuda_normalization(c10::DispatchKey backend) {
   // kernel, AutogradPrivateUse1 takes that autograd kernel, as AutogradCUDA does.
   impls->impl("_fused_rms_norm", TORCH_FN(fused_rms_norm));
   impls->impl("_fused_rms_norm_backward", TORCH_FN(fused_rms_norm_backward));
-  auto* autograd = new torch::Library(torch::Library::IMPL, "aten", autograd_key_of(backend),
-                                      __FILE__, __LINE__);
+  auto* autograd = keep(new torch::Library(torch::Library::IMPL, "aten",
+                                           autograd_key_of(backend), __FILE__, __LINE__));
   autograd->impl("_batch_norm_impl_index", TORCH_FN(batch_norm_impl_index));
 }
 

@@ -531,7 +531,7 @@ void register_composites(torch::Library& m) {
 }  // namespace
 
 void register_cuda_rnn(c10::DispatchKey backend) {
-  auto* impls = new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__);
+  auto* impls = keep(new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__));
   impls->impl("_cudnn_rnn", TORCH_FN(cudnn_rnn));
   impls->impl("_cudnn_rnn_backward", TORCH_FN(cudnn_rnn_backward));
   impls->impl("_cudnn_init_dropout_state", TORCH_FN(cudnn_init_dropout_state));
@@ -543,15 +543,15 @@ void register_cuda_rnn(c10::DispatchKey backend) {
   register_composites(*impls);
   // A composite's kernel at the autograd key too: autograd then records the ops it calls
   // (`_cudnn_rnn`), as it does for CUDA's composite.
-  auto* autograd = new torch::Library(torch::Library::IMPL, "aten", autograd_key_of(backend),
-                                      __FILE__, __LINE__);
+  auto* autograd = keep(new torch::Library(torch::Library::IMPL, "aten",
+                                           autograd_key_of(backend), __FILE__, __LINE__));
   register_composites(*autograd);
   // AutocastCUDA's own `_cudnn_rnn` (cudnn/RNN.cpp's _cudnn_rnn_cast_reflatten) calls cuDNN
   // directly: sim's, as for sim's autocast key.
   const c10::DeviceType type = backend == c10::DispatchKey::CUDA ? c10::DeviceType::CUDA
                                                                  : c10::DeviceType::PrivateUse1;
-  auto* autocast = new torch::Library(torch::Library::IMPL, "aten", autocast_key_of(type),
-                                      __FILE__, __LINE__);
+  auto* autocast = keep(new torch::Library(torch::Library::IMPL, "aten",
+                                           autocast_key_of(type), __FILE__, __LINE__));
   autocast->impl("_cudnn_rnn", TORCH_FN(cudnn_rnn_autocast));
 }
 

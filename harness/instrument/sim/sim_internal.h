@@ -9,6 +9,9 @@
 namespace at {
 class Tensor;
 }
+namespace torch {
+class Library;
+}
 
 namespace harness::sim {
 
@@ -29,6 +32,10 @@ c10::Allocator* pinned_allocator();
 c10::DeviceIndex current_device() noexcept;
 // Grows or shrinks a sim storage in place (new device memory, contents kept up to the new size).
 void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
+// Keeps `library` (and the registrations made with it) for the rest of the process, reachable
+// from a static, so that LeakSanitizer does not count it; returns it.
+torch::Library* keep(torch::Library* library);
+
 // Registers the sim kernels and the boxed fallback with the dispatcher at `backend`, PrivateUse1
 // (called by initialize()) or CUDA (by serve_cuda(): over libtorch_cuda's kernels).
 void register_kernels(c10::DispatchKey backend);

@@ -34,6 +34,7 @@
 #include <torch/library.h>
 
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -488,6 +489,14 @@ class CudaIndexPutKernel final : public c10::OperatorKernel {
 
 }  // namespace
 
+torch::Library* keep(torch::Library* library) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::unique_ptr<torch::Library>>();  // never destroyed
+  const std::lock_guard<std::mutex> lock(mu);
+  kept->emplace_back(library);
+  return library;
+}
+
 // Under serve_cuda(): every op libtorch_cuda has a CUDA kernel for runs sim's fallback instead (one
 // launch, its CPU kernel on host aliases), or is refused by name where CPU has no kernel; the
 // kernels register_kernels() registers next replace these where sim has its own. (An op whose
@@ -495,8 +504,8 @@ class CudaIndexPutKernel final : public c10::OperatorKernel {
 // back here.) The dispatcher warns once that kernels are overridden: that is the point here.
 void override_cuda_kernels() {
   c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
-  auto* impls = new torch::Library(torch::Library::IMPL, "aten", c10::DispatchKey::CUDA,
-                                   __FILE__, __LINE__);
+  auto* impls = keep(new torch::Library(torch::Library::IMPL, "aten",
+                                        c10::DispatchKey::CUDA, __FILE__, __LINE__));
   c10::WarningUtils::WarningHandlerGuard quiet(&g_ignore_warnings);
   for (const c10::OperatorName& name :
        dispatcher.getRegistrationsForDispatchKey(c10::DispatchKey::CUDA)) {
@@ -518,7 +527,7 @@ void register_kernels(c10::DispatchKey backend) {
   c10::WarningUtils::WarningHandlerGuard quiet(cuda ? &g_ignore_warnings
                                                     : c10::WarningUtils::get_warning_handler());
   // torch::Library objects live for the rest of the process (the registrations with them).
-  auto* impls = new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__);
+  auto* impls = keep(new torch::Library(torch::Library::IMPL, "aten", backend, __FILE__, __LINE__));
   impls->impl("empty.memory_format", TORCH_FN(empty_memory_format));
   impls->impl("empty_strided", TORCH_FN(empty_strided));
   impls->impl("as_strided", TORCH_FN(as_strided));
@@ -574,7 +583,8 @@ void register_kernels(c10::DispatchKey backend) {
     // of libtorch_cuda's, overridden by override_cuda_kernels(); torch's own CUDA-side code
     // (Autograd and Autocast CUDA, the conjugate and negative bits) serves CUDA tensors. An op
     // with no kernel for CUDA at all (a CPU-only op) runs as it runs on sim.
-    auto* fallbacks = new torch::Library(torch::Library::IMPL, "_", backend, __FILE__, __LINE__);
+    auto* fallbacks =
+        keep(new torch::Library(torch::Library::IMPL, "_", backend, __FILE__, __LINE__));
     fallbacks->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
     return;
   }

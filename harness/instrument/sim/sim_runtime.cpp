@@ -394,7 +394,8 @@ bool is_sim(const at::Tensor& t) { return t.defined() && is_sim_type(t.device().
 
 void synchronize(int index) {
   check_index(static_cast<c10::DeviceIndex>(index));
-  SimGuardImpl(c10::DeviceType::PrivateUse1).synchronizeDevice(static_cast<c10::DeviceIndex>(index));
+  SimGuardImpl(c10::DeviceType::PrivateUse1)
+      .synchronizeDevice(static_cast<c10::DeviceIndex>(index));
 }
 
 namespace {
