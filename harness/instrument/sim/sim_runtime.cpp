@@ -169,7 +169,11 @@ class SimGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   const c10::DeviceType type_;
 };
 
-struct SimHooks final : public at::PrivateUse1HooksInterface {
+// What both of sim's hooks answer of its devices, pinned memory and generator: the PrivateUse1
+// hooks and, under serve_cuda(), CUDA's. No data members (SimCudaHooks lives in the storage of
+// the wheel's CUDA hooks).
+template <class Interface>
+struct SimDeviceHooks : public Interface {
   bool isBuilt() const override { return true; }
   bool isAvailable() const override { return true; }
   const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
@@ -178,12 +182,8 @@ struct SimHooks final : public at::PrivateUse1HooksInterface {
   at::Generator getNewGenerator(c10::DeviceIndex) const override {
     return at::detail::createCPUGenerator();
   }
-  at::Device getDeviceFromPtr(void*) const override {
-    return {c10::DeviceType::PrivateUse1, t_current_device};
-  }
   bool isPinnedPtr(const void* data) const override { return is_pinned_host_pointer(data); }
   at::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
-  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   c10::DeviceIndex deviceCount() const override {
     return static_cast<c10::DeviceIndex>(g_device_count);
   }
@@ -194,13 +194,20 @@ struct SimHooks final : public at::PrivateUse1HooksInterface {
   c10::DeviceIndex getCurrentDevice() const override { return t_current_device; }
   c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
     check_index(d);
-    auto old = t_current_device;
+    const c10::DeviceIndex old = t_current_device;
     t_current_device = d;
     return old;
   }
   c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
     return exchangeDevice(d);
   }
+};
+
+struct SimHooks final : public SimDeviceHooks<at::PrivateUse1HooksInterface> {
+  at::Device getDeviceFromPtr(void*) const override {
+    return {c10::DeviceType::PrivateUse1, t_current_device};
+  }
+  bool hasPrimaryContext(c10::DeviceIndex) const override { return true; }
   void resizePrivateUse1Bytes(const c10::Storage& storage, size_t newsize) const override {
     resize_storage_bytes(storage.unsafeGetStorageImpl(), newsize);
   }
@@ -222,40 +229,13 @@ CudaBuildFacts g_cuda_build;
 // memory, the default generator, cuDNN's availability for convolutions and RNNs) reads sim's
 // state; nothing asks the CUDA runtime. No data members: it takes the wheel's hooks' place in
 // their own storage (serve_cuda()).
-struct SimCudaHooks final : public at::CUDAHooksInterface {
-  bool isBuilt() const override { return true; }
-  bool isAvailable() const override { return true; }
+struct SimCudaHooks final : public SimDeviceHooks<at::CUDAHooksInterface> {
   void init() const override {}
   bool hasPrimaryContext(c10::DeviceIndex index) const override {
     return index >= 0 && index < g_device_count;
   }
-  c10::DeviceIndex deviceCount() const override {
-    return static_cast<c10::DeviceIndex>(g_device_count);
-  }
-  void setCurrentDevice(c10::DeviceIndex d) const override {
-    check_index(d);
-    t_current_device = d;
-  }
-  c10::DeviceIndex getCurrentDevice() const override { return t_current_device; }
-  c10::DeviceIndex exchangeDevice(c10::DeviceIndex d) const override {
-    check_index(d);
-    const c10::DeviceIndex old = t_current_device;
-    t_current_device = d;
-    return old;
-  }
-  c10::DeviceIndex maybeExchangeDevice(c10::DeviceIndex d) const override {
-    return exchangeDevice(d);
-  }
-  bool isPinnedPtr(const void* data) const override { return is_pinned_host_pointer(data); }
-  at::Allocator* getPinnedMemoryAllocator() const override { return &g_pinned_allocator; }
   c10::Device getDeviceFromPtr(void*) const override {
     return {c10::DeviceType::CUDA, t_current_device};
-  }
-  const at::Generator& getDefaultGenerator(c10::DeviceIndex) const override {
-    return at::detail::getDefaultCPUGenerator();
-  }
-  at::Generator getNewGenerator(c10::DeviceIndex) const override {
-    return at::detail::createCPUGenerator();
   }
   bool hasCUDA() const override { return true; }
   bool hasCUDART() const override { return true; }
