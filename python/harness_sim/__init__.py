@@ -18,7 +18,6 @@ See README.md, "From Python".
 """
 from __future__ import annotations
 
-
 import torch
 
 from ._version import check_torch as _check_torch
@@ -42,17 +41,16 @@ DEVICE_COUNT = 8
 # PrivateUse1 stays unnamed: a named one would be torch's accelerator, not CUDA.
 from ._device import SERVES_CUDA as _SERVES_CUDA  # noqa: E402
 
-_SIM_NAMED = not _SERVES_CUDA
-_C.initialize(DEVICE_COUNT, _SIM_NAMED)  # names PrivateUse1 "sim" in c10, as rename_privateuse1_backend does
+_C.initialize(DEVICE_COUNT, not _SERVES_CUDA)  # names PrivateUse1 "sim" in c10, as rename_privateuse1_backend does
 from . import _sites  # noqa: E402
 
 _sites.configure()  # sites name files from the program's root (python -m harness_sim run's too)
-if _SIM_NAMED and not hasattr(torch, BACKEND_NAME):
+if not _SERVES_CUDA and not hasattr(torch, BACKEND_NAME):
     torch.utils.rename_privateuse1_backend(BACKEND_NAME)  # the same name again: Python's side
     torch._register_device_module(BACKEND_NAME, _device_module)
     torch.utils.generate_methods_for_privateuse1_backend(
         for_tensor=True, for_module=True, for_packed_sequence=True, for_storage=True)
-elif not _SIM_NAMED:
+elif _SERVES_CUDA:
     torch.sim = _device_module  # harness_sim's own calls (no program sees a sim device)
 
 device_count = _device_module.device_count

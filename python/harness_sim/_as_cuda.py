@@ -37,14 +37,6 @@ def _map(value):
     return value
 
 
-def device_is_cuda() -> bool:
-    """Whether ``--as-cuda`` makes sim serve the CUDA device type itself (issue 50, in progress:
-    ``HARNESS_SIM_AS_CUDA=device``): tensors are CUDA tensors, with no mapping of names, and torch's
-    CUDA-side code (autograd, autocast, composite branches) runs as on CUDA. The default still maps
-    "cuda" to sim at the Python surface."""
-    return SERVES_CUDA
-
-
 _CUDA_METHOD = torch.Tensor.cuda
 _CUDA_BACKENDS = {None, "nccl", "gloo", "cuda:nccl", "cpu:gloo,cuda:nccl", "cuda:nccl,cpu:gloo"}
 
@@ -53,7 +45,7 @@ def _sim_backend(backend):
     """A process group's backend for CUDA tensors (NCCL, Gloo, or none named: NCCL with Gloo on
     a GPU machine) is sim's, with Gloo for the group's CPU tensors."""
     if isinstance(backend, str) and backend.lower() in _CUDA_BACKENDS or backend is None:
-        return "cpu:gloo,cuda:sim" if device_is_cuda() else "cpu:gloo,sim:sim"
+        return "cpu:gloo,cuda:sim" if SERVES_CUDA else "cpu:gloo,sim:sim"
     return backend
 _IS_CUDA = torch.Tensor.is_cuda  # the property: the mode sees its __get__, made anew each time
 _TYPE_METHOD = torch.Tensor.type
@@ -173,10 +165,12 @@ def _forget_triton_probes() -> None:
 
 
 class AsCuda:
-    """Installs the mapping for the program's run and takes it away afterwards."""
+    """Installs the mapping for the program's run and takes it away afterwards. Where sim serves
+    the CUDA device type itself (``_device.SERVES_CUDA``: ``HARNESS_SIM_AS_CUDA=device``, issue 50,
+    in progress), nothing maps "cuda": tensors are CUDA tensors and torch's own CUDA-side code
+    (autograd, autocast, composite branches) runs; the surface's stand-ins stay."""
 
     def __init__(self):
-        self._device_is_cuda = device_is_cuda()
         self._lightning_hook = None
         self._saved: list[tuple[object, str, object]] = []
         self._mode = CudaToSim()
@@ -195,7 +189,7 @@ class AsCuda:
         setattr(owner, name, value)
 
     def install(self) -> None:
-        if self._device_is_cuda:
+        if SERVES_CUDA:
             _C.serve_cuda()
             # torch's factories ask torch.cuda._lazy_init() before a first CUDA tensor, which
             # would initialise the CUDA runtime: sim's device is ready.
@@ -206,13 +200,12 @@ class AsCuda:
         # makes as CUDA's does; over several devices it is refused, naming it.
         # (Where "cuda" is mapped to sim, DataParallel's copy streams are not sim's: refused.)
         import torch.nn.parallel.comm as comm
-        one_device = self._device_is_cuda
-        for name in ("broadcast_coalesced", "reduce_add") + (() if one_device else
+        for name in ("broadcast_coalesced", "reduce_add") + (() if SERVES_CUDA else
                                                              ("scatter", "gather")):
             self._set(comm, name, refused_function(
                 "nn.DataParallel over several devices",
                 f"torch.nn.parallel.comm.{name} is CUDA's own C++"))
-        if one_device:
+        if SERVES_CUDA:
             self._set(comm, "scatter", _one_device_scatter)
             self._set(comm, "gather", _one_device_gather)
         import torch.cuda.jiterator as jiterator
@@ -222,12 +215,11 @@ class AsCuda:
         for name in ("load", "load_inline", "CUDAExtension"):
             self._set(ext, name, refused_function(f"torch.utils.cpp_extension.{name}",
                                                   "custom CUDA kernels do not run on sim"))
-        if not self._device_is_cuda:
+        if not SERVES_CUDA:
             self._install_autocast()  # a CUDA tensor's autocast is torch's own
         self._install_distributed()
-        self._lightning_hook = None
-        if self._device_is_cuda:
-            pass  # Lightning's CUDAAccelerator sees CUDA devices
+        if SERVES_CUDA:
+            pass  # Lightning's CUDAAccelerator sees CUDA devices: nothing to patch
         elif "lightning.pytorch.accelerators.cuda" in sys.modules:
             self._patch_lightning()
         else:
@@ -240,7 +232,7 @@ class AsCuda:
                         if k == "triton" or k.startswith("triton.")}
         _forget_triton_probes()
         sys.meta_path.insert(0, self._finder)
-        if not self._device_is_cuda:
+        if not SERVES_CUDA:
             self._mode.__enter__()
 
     def _install_surface(self) -> None:
@@ -329,7 +321,7 @@ class AsCuda:
         _cuda_accelerator_on_sim()
 
     def uninstall(self) -> None:
-        if not self._device_is_cuda:
+        if not SERVES_CUDA:
             self._mode.__exit__(None, None, None)
         if self._lightning_hook is not None and self._lightning_hook in sys.meta_path:
             sys.meta_path.remove(self._lightning_hook)
