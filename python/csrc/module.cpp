@@ -3,10 +3,12 @@
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #include <torch/csrc/distributed/c10d/reducer_timer.hpp>
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/Storage.h>
 #include <torch/csrc/utils/pybind.h>
 #include <torch/version.h>
 
 #include <ATen/Parallel.h>
+#include <ATen/detail/CUDAHooksInterface.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 
 #include <pybind11/chrono.h>
@@ -284,6 +286,19 @@ PYBIND11_MODULE(_C, m) {
   m.def("serve_cuda", &python::serve_cuda,
         "sim serves the CUDA device type too: CUDA tensors are sim's (run --as-cuda)");
   m.def("serves_cuda", &sim::serves_cuda);
+  m.def("resize_storage", [](py::object storage, int64_t nbytes) {
+    TORCH_CHECK(nbytes >= 0, "resize_: a storage's size must be >= 0, got ", nbytes);
+    const c10::Storage& s = THPStorage_Unpack(storage.ptr());
+    TORCH_CHECK(sim::is_sim_type(s.device().type()), "not a storage on a device sim serves: ",
+                s.device().str());
+    sim::resize_storage_bytes(s.unsafeGetStorageImpl(), static_cast<size_t>(nbytes));
+  }, py::arg("storage"), py::arg("nbytes"),
+        "Resizes a storage on sim's device in place (UntypedStorage.resize_ of a CUDA storage "
+        "calls the CUDA runtime directly: StorageMethods.cpp)");
+  m.def("cuda_default_generator", [](int index) {
+    TORCH_CHECK(sim::serves_cuda(), "sim does not serve CUDA in this process");
+    return at::detail::getCUDAHooks().getDefaultGenerator(static_cast<c10::DeviceIndex>(index));
+  }, py::arg("index"), "CUDA device `index`'s default generator (Philox's seed and offset)");
   m.def("is_initialized", &sim::is_initialized);
   m.def("device_count", &sim::device_count);
   m.def("synchronize", &sim::synchronize, py::arg("index") = 0,

@@ -1,19 +1,23 @@
 """``run --as-cuda``: a program written for CUDA runs unchanged on sim.
 
-A device ``"cuda"``, ``"cuda:N"`` or ``torch.device("cuda", N)`` given to any torch function or
-Tensor method (factories, ``.to``, ``.cuda()``, ``Module.to`` / ``.cuda()``, ``pin_memory``)
-becomes ``sim:N``, through a ``TorchFunctionMode``; ``torch.autocast("cuda")`` and the autocast
-state that ``torch.is_autocast_enabled("cuda")`` and the like read are sim's. Every public name of
-``torch.cuda``, ``torch.backends.cuda``, ``torch.backends.cudnn`` and ``torch.accelerator`` is
-mapped, answered as one H100, left as it is or refused, as the table in ``_cuda_surface``
-(docs/as-cuda.md) says. Not mapped either, and failing with ``UnsupportedOnSim`` naming the call
-(exit 3): custom CUDA kernels
-(``torch.utils.cpp_extension.load`` / ``load_inline`` / ``CUDAExtension``), ``nn.DataParallel``
-over several devices. Triton is absent, as on a machine without it (``import triton`` is a
-ModuleNotFoundError naming sim). ``torch.compile`` runs, on sim (``_compile``).
+In a process started as ``python -m harness_sim run --as-cuda`` sim serves the CUDA device type
+itself (``_device.SERVES_CUDA``; docs/as-cuda.md): tensors are CUDA tensors, torch's own CUDA-side
+code runs, and nothing maps the word "cuda". With ``HARNESS_SIM_AS_CUDA=map`` (or in a process
+that did not start so, such as a test calling ``_run.main``), a device ``"cuda"``, ``"cuda:N"`` or
+``torch.device("cuda", N)`` given to any torch function or Tensor method becomes ``sim:N``
+through a ``TorchFunctionMode``, and ``torch.autocast("cuda")`` is sim's.
+
+In both, every public name of ``torch.cuda``, ``torch.backends.cuda``, ``torch.backends.cudnn``
+and ``torch.accelerator`` is mapped, answered as one H100, left as it is or refused, as the table
+in ``_cuda_surface`` (docs/as-cuda.md) says. Refused, failing with ``UnsupportedOnSim`` naming the
+call (exit 3): custom CUDA kernels (``torch.utils.cpp_extension.load`` / ``load_inline`` /
+``CUDAExtension``), ``nn.DataParallel`` over several devices. Triton is absent, as on a machine
+without it (``import triton`` is a ModuleNotFoundError naming sim). ``torch.compile`` runs, with
+sim's C++ kernels (``_compile``).
 """
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.abc
 import sys
@@ -165,10 +169,10 @@ def _forget_triton_probes() -> None:
 
 
 class AsCuda:
-    """Installs the mapping for the program's run and takes it away afterwards. Where sim serves
-    the CUDA device type itself (``_device.SERVES_CUDA``: ``HARNESS_SIM_AS_CUDA=device``, issue 50,
-    in progress), nothing maps "cuda": tensors are CUDA tensors and torch's own CUDA-side code
-    (autograd, autocast, composite branches) runs; the surface's stand-ins stay."""
+    """Installs ``--as-cuda`` for the program's run and takes it away afterwards. Where sim serves
+    the CUDA device type itself (``_device.SERVES_CUDA``), nothing maps "cuda": tensors are CUDA
+    tensors and torch's own CUDA-side code (autograd, autocast, composite branches) runs; the
+    surface's stand-ins stay. Otherwise the mapping (CudaToSim) is entered."""
 
     def __init__(self):
         self._lightning_hook = None
@@ -190,10 +194,7 @@ class AsCuda:
 
     def install(self) -> None:
         if SERVES_CUDA:
-            _C.serve_cuda()
-            # torch's factories ask torch.cuda._lazy_init() before a first CUDA tensor, which
-            # would initialise the CUDA runtime: sim's device is ready.
-            self._set(torch.cuda, "_initialized", True)
+            self._serve_cuda()
         self._install_surface()
         # nn.DataParallel scatters its inputs and gathers their gradients with CUDA's own C++
         # (torch._C._scatter, ...) even on one device: on one device that is a copy, which sim
@@ -234,6 +235,26 @@ class AsCuda:
         sys.meta_path.insert(0, self._finder)
         if not SERVES_CUDA:
             self._mode.__enter__()
+
+    def _serve_cuda(self) -> None:
+        """Sim serves the CUDA device type; what torch's Python-facing C++ does with CUDA by
+        calling the CUDA runtime itself is given sim's instead."""
+        _C.serve_cuda()
+        # torch's factories ask torch.cuda._lazy_init() before a first CUDA tensor, which
+        # would initialise the CUDA runtime: sim's device is ready.
+        self._set(torch.cuda, "_initialized", True)
+        # UntypedStorage.resize_ of a CUDA storage is resize_bytes_cuda (StorageMethods.cpp):
+        # a CUDAGuard and a cudaMemcpyAsync. FSDP2 resizes its parameters' storages each step.
+        resize = torch.UntypedStorage.resize_
+
+        @functools.wraps(resize)
+        def resize_(storage, size):
+            if storage.device.type != "cuda":
+                return resize(storage, size)
+            _C.resize_storage(storage, int(size))
+            return storage
+
+        self._set(torch.UntypedStorage, "resize_", resize_)
 
     def _install_surface(self) -> None:
         """Every row of the table that has a stand-in: in its module, and in torch.cuda's

@@ -31,6 +31,7 @@ import sys
 import torch
 
 from . import _C
+from ._device import DEVICE_TYPE, SERVES_CUDA
 
 LAUNCH_PREFIX = "inductor::"
 _REASON_CHARS = 160
@@ -53,6 +54,13 @@ def _launch(name, kernel, *args):
     kernel(*args)
     _C.record_launch(name, begin)
     _launched["any"] = True
+
+
+def empty_strided_cuda_on_sim(size, stride, dtype) -> torch.Tensor:
+    """What a wrapper inductor generated for a CUDA device allocates its buffers with, where sim
+    serves CUDA: torch's own (``torch._C._dynamo.guards._empty_strided_cuda``) calls CUDA's
+    caching allocator directly."""
+    return torch.empty_strided(size, stride, dtype=dtype, device="cuda")
 
 
 def _register_inductor() -> None:
@@ -98,11 +106,14 @@ def _register_inductor() -> None:
             super().write_header()
             self.imports.splice("from harness_sim._compile import _launch as _harness_sim_launch",
                                 strip=True)
+            if SERVES_CUDA:  # torch's allocates with CUDA's caching allocator, not the device's
+                self.header.splice("from harness_sim._compile import "
+                                   "empty_strided_cuda_on_sim as empty_strided_cuda", strip=True)
 
         def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None,
                                          triton=True, **kwargs):
             device = device or V.graph.get_current_device_or_throw()
-            if device.type != "sim" or triton:
+            if device.type != DEVICE_TYPE or triton:
                 return super()._generate_kernel_call_helper(
                     kernel_name, call_args, device=device, triton=triton, **kwargs)
             args = ", ".join([repr(LAUNCH_PREFIX + kernel_name), kernel_name, *call_args])
@@ -111,9 +122,12 @@ def _register_inductor() -> None:
 
     _backend_of_sim_is_cpus()
     _sim_nodes_are_cpu_nodes()
-    register_interface_for_device("sim", SimInterface)
-    register_backend_for_device("sim", CppScheduling, SimWrapperCodegen)
-    register_device_op_overrides("sim", CpuDeviceOpOverrides())
+    if SERVES_CUDA:
+        _cuda_needs_no_triton()
+    # Where sim serves CUDA, these replace CUDA's own entries (Triton's code generator).
+    register_interface_for_device(DEVICE_TYPE, SimInterface)
+    register_backend_for_device(DEVICE_TYPE, CppScheduling, SimWrapperCodegen)
+    register_device_op_overrides(DEVICE_TYPE, CpuDeviceOpOverrides())
 
 
 def _backend_of_sim_is_cpus() -> None:
@@ -132,7 +146,7 @@ def _backend_of_sim_is_cpus() -> None:
         if not device_type:
             from torch._inductor.virtualized import V
             device_type = V.graph.get_current_device_or_throw().type
-        return config.cpu_backend if device_type == "sim" else original(device_type)
+        return config.cpu_backend if device_type == DEVICE_TYPE else original(device_type)
 
     get_current_backend._harness_sim = True
     for name, module in list(sys.modules.items()):
@@ -154,15 +168,45 @@ def _sim_nodes_are_cpu_nodes() -> None:
     @functools.wraps(node_is_cpu)
     def is_cpu(self) -> bool:
         device = self.get_device()
-        return device is not None and device.type in ("cpu", "sim")
+        return device is not None and device.type in ("cpu", DEVICE_TYPE)
 
     is_cpu._harness_sim = True
     scheduler.BaseSchedulerNode.is_cpu = is_cpu
     if hasattr(ir, "is_cpu") and hasattr(ir, "get_device_type"):
         def ir_is_cpu(x) -> bool:
-            return ir.get_device_type(x) in ("cpu", "sim")
+            return ir.get_device_type(x) in ("cpu", DEVICE_TYPE)
 
         ir.is_cpu = ir_is_cpu
+
+
+def _cuda_needs_no_triton() -> None:
+    """Where sim serves CUDA, inductor generates for a CUDA device as for sim: C++ kernels on
+    host memory. So CUDA is not one of inductor's GPUs (``utils.GPU_TYPES``, which ``is_gpu``
+    reads: the SIMD loop grouping and reordering for Triton, GPU-only lowerings), and the
+    scheduler's check that Triton is installed for a GPU (``Scheduler.create_backend``) is the
+    CPU's: none."""
+    from torch._inductor import config, scheduler, utils
+    if "cuda" in utils.GPU_TYPES:
+        utils.GPU_TYPES.remove("cuda")
+    # What inductor's passes read of CUDA's code generator (the online softmax pattern is for
+    # Triton's kernels only, post_grad.py): the CPU's.
+    config.cuda_backend = config.cpu_backend
+    from torch._inductor.codegen.common import get_scheduling_for_device
+    from torch._inductor.virtualized import V
+
+    create_backend = scheduler.Scheduler.create_backend
+    if getattr(create_backend, "_harness_sim", False):
+        return
+
+    @functools.wraps(create_backend)
+    def create_sim_backend(self, device):
+        if device.type != "cuda":
+            return create_backend(self, device)
+        V.graph.add_device_info(device)
+        return get_scheduling_for_device("cuda")(self)
+
+    create_sim_backend._harness_sim = True
+    scheduler.Scheduler.create_backend = create_sim_backend
 
 
 def _reason_text(reason: str) -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from ._device import DEVICE_TYPE, SERVES_CUDA
+from ._device import DEVICE_TYPE, SERVES_CUDA, generator_of
 
 MAPPED, ANSWERED, AS_IS, REFUSED = "mapped", "answered", "as is", "refused"
 
@@ -506,7 +506,7 @@ def _torch_cuda_rows(sim, fraction: _MemoryFraction) -> dict[str, Row]:
                                  new_state, map_device(device))),
         "get_rng_state_all": Row(MAPPED, "sim's generator", sim.get_rng_state_all),
         "set_rng_state_all": Row(MAPPED, "sim's generator", sim.set_rng_state_all),
-        "default_generators": Row(MAPPED, "sim's generator, once per visible device", None),
+        "default_generators": Row(MAPPED, "sim's generator of each visible device", None),
         # submodules
         "amp": Row(MAPPED, "rows of `torch.cuda.amp`"),
         "nvtx": Row(MAPPED, "rows of `torch.cuda.nvtx`"),
@@ -526,7 +526,7 @@ def _torch_cuda_rows(sim, fraction: _MemoryFraction) -> dict[str, Row]:
     for name in _LEGACY_STORAGES:
         rows[name] = Row(REFUSED, "a CUDA storage", refused_class(
             f"torch.cuda.{name}", "legacy typed storages are CUDA's; make a tensor"))
-    generators = tuple(torch.default_generator for _ in range(visible_device_count()))
+    generators = tuple(generator_of(i) for i in range(visible_device_count()))
     rows["default_generators"] = Row(MAPPED, rows["default_generators"].note, generators)
     return rows
 

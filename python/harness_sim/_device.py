@@ -14,17 +14,39 @@ per thread, as CUDA's is.
 from __future__ import annotations
 
 import os
+import sys
 import types
 
 import torch
 
 from . import _C
+from ._run_argv import started_as_run_as_cuda
+
+
+def _serves_cuda(env: dict, argv: list[str]) -> bool:
+    """Whether sim serves the CUDA device type itself in this process (issue 50): in a process
+    started as ``python -m harness_sim run --as-cuda``, unless HARNESS_SIM_AS_CUDA=map asks for
+    the mapping of CUDA's names to ``sim`` (_as_cuda); anywhere with HARNESS_SIM_AS_CUDA=device.
+    Chosen while harness_sim is imported, once: a named PrivateUse1 would be torch's accelerator,
+    and CUDA's hooks are taken over before anything asks them (sim::serve_cuda)."""
+    mode = env.get("HARNESS_SIM_AS_CUDA", "")
+    if mode not in ("", "map", "device"):
+        why = (f"HARNESS_SIM_AS_CUDA={mode!r}: expected 'device' (sim serves the CUDA device "
+               "type) or 'map' (CUDA's names mapped to the sim device)")
+        if argv[:2] == ["-m", "run"]:  # run's bad usage: its message and exit status 2
+            print(f"python -m harness_sim run: error: {why}", file=sys.stderr)
+            raise SystemExit(2)
+        raise ImportError(why)
+    return mode == "device" or (mode == "" and started_as_run_as_cuda(argv))
+
 
 # The device type sim's tensors have in this process: "sim" (PrivateUse1), or "cuda" where sim
-# serves CUDA itself (run --as-cuda with HARNESS_SIM_AS_CUDA=device, issue 50; chosen when
-# harness_sim is imported, since a named PrivateUse1 would be torch's accelerator).
-SERVES_CUDA = os.environ.get("HARNESS_SIM_AS_CUDA", "map") == "device"
+# serves CUDA itself. A process that serves CUDA says so to the processes it starts (DataLoader
+# workers spawned, a program's own subprocesses), so that a CUDA tensor means the same in each.
+SERVES_CUDA = _serves_cuda(os.environ, sys.argv)
 DEVICE_TYPE = "cuda" if SERVES_CUDA else "sim"
+if SERVES_CUDA:
+    os.environ["HARNESS_SIM_AS_CUDA"] = "device"
 
 
 def _get_device_index(device, optional: bool = False, allow_cpu: bool = False) -> int:
@@ -205,32 +227,52 @@ def empty_cache() -> None:
     pass  # no cache: freed sim memory goes straight back to the host
 
 
-# --- RNG: sim ops draw random numbers from the CPU's generator (sim_runtime.cpp's hooks) -------
+# --- RNG ------------------------------------------------------------------------------------
+# On `sim`, ops draw random numbers from the CPU's generator (sim_runtime.cpp's hooks): one for
+# every sim device. Where sim serves CUDA, each device has CUDA's kind of generator, a Philox seed
+# and offset (cuda_generator.cpp), and these functions answer as torch.cuda's do.
+def generator_of(device=None) -> torch.Generator:
+    if not SERVES_CUDA:
+        return torch.default_generator
+    index = _get_device_index(device, optional=True) if device is not None else current_device()
+    return _C.cuda_default_generator(index)
+
+
+def _generators() -> list[torch.Generator]:
+    return ([_C.cuda_default_generator(i) for i in range(device_count())] if SERVES_CUDA
+            else [torch.default_generator])
+
+
 def manual_seed(seed: int) -> None:
     # Not torch.manual_seed: that seeds every device's generator, this one included.
-    torch.default_generator.manual_seed(int(seed))
+    generator_of().manual_seed(int(seed))
 
 
-manual_seed_all = manual_seed
+def manual_seed_all(seed: int) -> None:
+    for generator in _generators():
+        generator.manual_seed(int(seed))
 
 
 def seed() -> None:
-    torch.default_generator.seed()
+    generator_of().seed()
 
 
-seed_all = seed
+def seed_all() -> None:
+    random_seed = generator_of().seed()
+    for generator in _generators():
+        generator.manual_seed(random_seed)
 
 
 def initial_seed() -> int:
-    return torch.default_generator.initial_seed()
+    return generator_of().initial_seed()
 
 
-def get_rng_state(device="sim") -> torch.Tensor:
-    return torch.get_rng_state()
+def get_rng_state(device=None) -> torch.Tensor:
+    return generator_of(device).get_state()
 
 
-def set_rng_state(new_state: torch.Tensor, device="sim") -> None:
-    torch.set_rng_state(new_state)
+def set_rng_state(new_state: torch.Tensor, device=None) -> None:
+    generator_of(device).set_state(new_state.clone())
 
 
 def get_rng_state_all() -> list[torch.Tensor]:
@@ -238,8 +280,9 @@ def get_rng_state_all() -> list[torch.Tensor]:
 
 
 def set_rng_state_all(new_states) -> None:
-    for state in new_states:
-        set_rng_state(state)  # one generator for every sim device: the last state wins
+    for i, state in enumerate(new_states):
+        # on sim, one generator for every device: the last state wins
+        set_rng_state(state, i if SERVES_CUDA else None)
 
 
 # --- autocast ---------------------------------------------------------------------------------

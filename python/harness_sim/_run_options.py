@@ -10,6 +10,7 @@ import shutil
 import sys
 
 from . import _C
+from ._run_argv import split_run_argv
 from ._run_exit import EXIT_OK, EXIT_USAGE
 from ._run_ranks import _rank_report, _rank_trace, _TorchrunPeers
 
@@ -132,7 +133,7 @@ def parse_options(argv: list[str]) -> RunOptions | int:
     """run's options in `argv`, checked; or, when nothing is to run, run's exit status: 0 after
     -h, 2 after bad usage (the usage line and why are on stderr)."""
     parser = _parser()
-    options, script, module, program_args = _split(argv)
+    options, script, module, program_args = split_run_argv(argv)
     if "-h" in options or "--help" in options:
         parser.print_help()
         return EXIT_OK
@@ -144,19 +145,6 @@ def parse_options(argv: list[str]) -> RunOptions | int:
         return _checked(args, script, module, program_args)
     except _Usage as e:
         return _usage(parser, str(e))
-
-
-def _split(argv: list[str]) -> tuple[list[str], str | None, str | None, list[str]]:
-    """(options, script, module, program args): options end at `--` or at `-m MODULE`."""
-    for i, arg in enumerate(argv):
-        if arg == "--":
-            rest = argv[i + 1:]
-            if rest[:1] == ["-m"]:
-                return argv[:i], None, (rest[1] if len(rest) > 1 else ""), rest[2:]
-            return argv[:i], (rest[0] if rest else ""), None, rest[1:]
-        if arg == "-m":
-            return argv[:i], None, (argv[i + 1] if i + 1 < len(argv) else ""), argv[i + 2:]
-    return argv, None, None, []
 
 
 def _usage(parser: argparse.ArgumentParser, message: str) -> int:

@@ -24,8 +24,11 @@ import torch
 from deepspeed.accelerator.abstract_accelerator import DeepSpeedAccelerator
 
 import harness_sim
+from harness_sim._device import DEVICE_TYPE
 
-COMMUNICATION_BACKEND = "cpu:gloo,sim:sim"
+# Where sim serves CUDA itself (run --as-cuda), its device is "cuda" and DeepSpeed's code sees
+# CUDA tensors and a "cuda" accelerator, as on a GPU machine.
+COMMUNICATION_BACKEND = f"cpu:gloo,{DEVICE_TYPE}:sim"
 
 
 class SimAccelerator(DeepSpeedAccelerator):
@@ -33,7 +36,7 @@ class SimAccelerator(DeepSpeedAccelerator):
     abstract_accelerator.py; modelled on cuda_accelerator.py, with torch.sim for torch.cuda)."""
 
     def __init__(self):
-        self._name = harness_sim.BACKEND_NAME
+        self._name = DEVICE_TYPE
         self._communication_backend_name = COMMUNICATION_BACKEND
         self._compile_backend = "inductor"
 
@@ -284,7 +287,7 @@ def _on_current_device(cls):
     @functools.wraps(cls, updated=())
     def make(*args, **kwargs):
         if not args and "device" not in kwargs:
-            kwargs["device"] = f"{harness_sim.BACKEND_NAME}:{torch.sim.current_device()}"
+            kwargs["device"] = f"{DEVICE_TYPE}:{torch.sim.current_device()}"
         kwargs.pop("enable_timing", None) if cls is torch.Stream else None
         return cls(*args, **kwargs)
 

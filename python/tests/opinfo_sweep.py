@@ -57,7 +57,10 @@ from typing import Any, Callable, Iterable, Optional, Sequence
 import torch
 import torch.utils._pytree as pytree
 
-SIM = "sim"
+# The device sim serves: "sim", or "cuda" with HARNESS_SIM_AS_CUDA=device (as under `run
+# --as-cuda`: the sweep then runs on CUDA tensors, sim's kernels at CUDA's key and torch's own
+# CUDA-side code).
+SIM = "cuda" if os.environ.get("HARNESS_SIM_AS_CUDA") == "device" else "sim"
 DEFAULT_DTYPES = ("float32", "bfloat16", "float16")
 DTYPE_NAMES = {
     "float32": torch.float32,
@@ -364,7 +367,7 @@ def _describe(input_: Any, args: Sequence = (), kwargs: Optional[dict] = None, n
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-_DEVICE_STRING = re.compile(r"^(cpu|sim)(:\d+)?$")
+_DEVICE_STRING = re.compile(rf"^(cpu|{SIM})(:\d+)?$")
 
 
 def _map_tree(obj: Any, on_tensor: Callable[[torch.Tensor], Any], src: str, dst: str) -> Any:
@@ -647,7 +650,52 @@ def sim_build() -> dict:
 def _import_sim():
     import harness_sim  # noqa: F401  registers the sim device
 
+    if SIM == "cuda":  # sim serves CUDA, and torch.cuda answers as under run --as-cuda
+        from harness_sim._as_cuda import AsCuda
+        AsCuda().install()
     return harness_sim
+
+
+class _RandomOps:
+    """Whether an op that may draw random numbers (tagged nondeterministic_seeded) drew some while
+    it was entered, where sim serves CUDA: CUDA's generator's offset, or the host generator's
+    state, moved during the op (sim's own attention kernels draw their dropout on the host). A
+    CUDA kernel draws other numbers than the CPU's, so such a sample is not compared
+    (test_compare_cpu skips random ops). An OpInfo's own seeding (wrapper_set_seed,
+    freeze_rng_state) restores the generators' states afterwards, so each op is watched, not the
+    sample's start and end."""
+
+    def __init__(self):
+        self.seen = False
+        self._mode = None
+
+    def __enter__(self) -> "_RandomOps":
+        if SIM == "cuda":
+            from torch.utils._python_dispatch import TorchDispatchMode
+
+            watch = self
+
+            class Watch(TorchDispatchMode):
+                def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+                    if torch.Tag.nondeterministic_seeded not in func.tags:
+                        return func(*args, **(kwargs or {}))
+                    before = _generator_states()
+                    out = func(*args, **(kwargs or {}))
+                    watch.seen = watch.seen or not all(
+                        torch.equal(a, b) for a, b in zip(before, _generator_states()))
+                    return out
+
+            self._mode = Watch()
+            self._mode.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._mode is not None:
+            self._mode.__exit__(*exc)
+
+
+def _generator_states() -> tuple:
+    return torch.cuda.default_generators[0].get_state(), torch.default_generator.get_state()
 
 
 def select_ops(op_db: Sequence, globs: Optional[Sequence[str]]) -> list:
@@ -749,10 +797,15 @@ def _op_sample(op, sample, dtype: torch.dtype, index: int, atol: float, rtol: fl
     with _Alarm(timeout):
         try:
             torch.manual_seed(0)
-            sim_out = op(sim_input, *sim_args, **sim_kwargs)
+            with _RandomOps() as random_ops:
+                sim_out = op(sim_input, *sim_args, **sim_kwargs)
             sim_out = sample.output_process_fn_grad(sim_out)
         except Exception as e:
             res.status, res.stage, res.reason = "fail", "forward", _first_line(e)
+            return res
+        if random_ops.seen:
+            res.status, res.stage = "skip", "forward"
+            res.reason = "draws random numbers from CUDA's generator: not the CPU's numbers"
             return res
 
         try:

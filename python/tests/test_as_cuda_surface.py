@@ -46,10 +46,10 @@ def test_every_name_behaves_as_its_kind(tmp_path):
     assert result["answers"] == {
         "device_count": 1, "capability": [9, 0], "name": "NVIDIA H100 80GB HBM3",
         "capturing": False, "accelerator": "cuda",
-        "legacy_tensor": ["sim:0", "torch.float32", True, False],
+        "legacy_tensor": ["cuda:0", "torch.float32", True, False],
         "memory_module_sees_tensor": True, "accelerator_memory_sees_tensor": True,
         "mem_get_info_total": 85_520_809_984, "is_acceptable": True,
-        # torch.autocast("cuda") is sim's, and so is the state libraries read for "cuda"
+        # torch.autocast("cuda") is torch's AutocastCUDA, and so is the state libraries read
         "autocast_seen": [True, True, "torch.bfloat16"],
         # custom_fwd(cast_inputs=float32) casts a bf16 input inside the region, as on CUDA
         "custom_fwd_cast": "torch.float32",

@@ -3,6 +3,7 @@ recompilations are counted with their lines, and a step's capture blockers are g
 from __future__ import annotations
 
 import inspect
+import os
 import json
 import subprocess
 import sys
@@ -132,11 +133,22 @@ def _per_step(variant) -> dict:
     return variant["per_step"]
 
 
+def _run_as_cuda(tmp_path, *args) -> subprocess.CompletedProcess:
+    """`python -m harness_sim run --as-cuda -q ARGS` as a user runs it: a process whose sim serves
+    the CUDA device type (inductor generates sim's C++ kernels for CUDA tensors, no Triton)."""
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_SIM_AS_CUDA"}
+    r = subprocess.run([sys.executable, "-m", "harness_sim", "run", "--as-cuda", "-q", *args],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r
+
+
 def test_run_counts_a_compiled_gpt_written_for_cuda_unchanged(tmp_path):
     eager, compiled = tmp_path / "eager.json", tmp_path / "compiled.json"
     program = str(PROGRAMS / "compiled_gpt.py")
-    assert run(["--as-cuda", "-q", "--out", str(compiled), "--", program]) == 0
-    assert run(["--as-cuda", "-q", "--out", str(eager), "--", program, "--no-compile"]) == 0
+    _run_as_cuda(tmp_path, "--out", str(compiled), "--", program)
+    _run_as_cuda(tmp_path, "--out", str(eager), "--", program, "--no-compile")
     e, c = _report(eager)["steps"], _report(compiled)["steps"]
     # the report says which backend made the compiled step's launches
     assert any("inductor generated C++ kernels for sim" in w
@@ -147,6 +159,21 @@ def test_run_counts_a_compiled_gpt_written_for_cuda_unchanged(tmp_path):
         assert _per_step(c)[name] == _per_step(e)[name], name
     assert _per_step(c)["launch.count"] < _per_step(e)["launch.count"]
     assert _per_step(c)["graph_break.count"] == 0
+
+
+def test_compiled_convolutions_and_autocast_inside_compile_on_cuda_tensors(tmp_path):
+    out = tmp_path / "conv.json"
+    r = _run_as_cuda(tmp_path, "--out", str(out), "--",
+                     str(REPO / "python" / "tests" / "programs" / "compiled_conv_autocast.py"))
+    (line,) = [x for x in r.stdout.splitlines() if x.startswith("RESULT ")]
+    assert json.loads(line[len("RESULT "):]) == {"device": "cuda:0", "amp_out": "torch.float32"}
+    steps = _report(out)["steps"]
+    ops = steps["launches_by_op"]
+    # inductor's extern kernels (cuDNN's convolution, the bf16 matmul) and its own C++ kernels
+    assert any(op.startswith("inductor::") for op in ops)
+    n = steps["measured_steps"]
+    assert ops["aten::cudnn_convolution"] == ops["aten::convolution_backward"] == 2 * n
+    assert steps["per_step"]["sync.count"] == 0 and steps["per_step"]["graph_break.count"] == 0
 
 
 def _gate(tmp_path) -> str:

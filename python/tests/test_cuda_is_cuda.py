@@ -1,5 +1,4 @@
-"""`run --as-cuda` where sim serves the CUDA device type itself (issue 50; HARNESS_SIM_AS_CUDA=device
-while it grows): a program and its libraries see CUDA tensors and devices everywhere, and what
+"""`run --as-cuda`, where sim serves the CUDA device type itself (issue 50): a program and its libraries see CUDA tensors and devices everywhere, and what
 they do on CUDA is counted -- the libraries that refused or silently changed course when every
 tensor said `sim` (Lightning Fabric, Accelerate's fp16, a GradScaler built only for CUDA,
 DataParallel on one device, `x[mask] = v`)."""
@@ -19,9 +18,9 @@ PROGRAMS = REPO / "python" / "tests" / "programs"
 
 
 def _run_device_cuda(tmp_path, program, *args, out=None):
-    """`python -m harness_sim run --as-cuda` in a process of its own whose sim serves CUDA (the
-    mode is chosen when harness_sim is imported)."""
-    env = dict(os.environ, HARNESS_SIM_AS_CUDA="device")
+    """`python -m harness_sim run --as-cuda` in a process of its own: sim serves CUDA (the mode
+    is chosen when harness_sim is imported, by the command line)."""
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_SIM_AS_CUDA"}
     cmd = [sys.executable, "-m", "harness_sim", "run", "--as-cuda"]
     if out is not None:
         cmd += ["--out", str(out)]
@@ -104,3 +103,50 @@ def test_accelerate_fp16_and_unwrap_model(tmp_path):
     steps = _steps(out)
     assert steps["launches_by_op"]["aten::_amp_update_scale_"] == steps["measured_steps"]
     assert steps["per_step"]["sync.count"] == 1
+
+
+def test_cuda_generators_are_cudas_kind_and_fsdp2_initialises_on_them(tmp_path):
+    # CUDA's state (CUDAGeneratorImpl::get_state): seed, then Philox offset, 16 bytes; the offset
+    # advanced as calc_execution_policy does on an H100 (DistributionTemplates.h): 4 for 1000
+    # floats and for 8 dropped out, 8 for 2M uniform floats; the host's generator untouched.
+    facts = _result(_run_device_cuda(tmp_path, PROGRAMS / "cuda_rng_probe.py").stdout)
+    assert (facts["state_bytes"], facts["state_dtype"]) == (16, "torch.uint8")
+    assert facts["offset_after_randn"] == 4 and facts["offset_after_dropout_and_big"] == 16
+    assert facts["replayed"] and facts["host_untouched"] and facts["same_stream"]
+    assert facts["generator_device"] == "cuda:0" and facts["default_generators"] == ["cuda:0"]
+    assert facts["seed"] == 7 and facts["fork_restored_offset"] == 4
+    # p.normal_ on FSDP2's DTensor parameters: DTensor's RNG tracker reads the offset as CUDA's
+    assert (facts["param_type"], facts["device"], facts["std_ok"]) == ("DTensor", "cuda:0", True)
+
+
+def test_the_mode_is_chosen_by_the_command_line_and_a_bad_one_is_refused(tmp_path):
+    prog = tmp_path / "p.py"
+    prog.write_text("import torch\nprint('DEVICE', torch.ones(1, device='cuda').device)\n")
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_SIM_AS_CUDA"}
+    cmd = [sys.executable, "-m", "harness_sim", "run", "--as-cuda", "--", str(prog)]
+
+    def run(**extra):
+        return subprocess.run(cmd, cwd=tmp_path, env={**env, **extra}, capture_output=True,
+                              text=True, timeout=300, stdin=subprocess.DEVNULL)
+
+    assert "DEVICE cuda:0" in run().stdout
+    assert "DEVICE sim:0" in run(HARNESS_SIM_AS_CUDA="map").stdout
+    bad = run(HARNESS_SIM_AS_CUDA="gpu")
+    assert bad.returncode == 2 and "HARNESS_SIM_AS_CUDA='gpu': expected 'device'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+
+def test_deepspeed_zero2_sees_a_cuda_accelerator(tmp_path):
+    if importlib.util.find_spec("deepspeed") is None:
+        pytest.skip("needs DeepSpeed (python/requirements-extra.txt)")
+    out = tmp_path / "ds.json"
+    r = _run_device_cuda(tmp_path, PROGRAMS / "deepspeed_zero2_cuda.py", out=out)
+    assert _result(r.stdout) == {"accelerator": "cuda", "device": "cuda:0",
+                                 "backend": "cpu:gloo,cuda:sim"}
+    steps = _steps(out)
+    # deepspeed/runtime/utils.py:830-831 (mask_nan_or_inf_with_val_inplace, the bf16 optimizer's
+    # gradient-norm check): a host scalar copied to the device and a masked_fill_ whose value
+    # is read back; the engine's timers synchronize the device (timer.py:238, :256)
+    sites = {(s["op"], s["frame"].split(" in ")[0]) for s in steps["sync_sites"]}
+    assert ("aten::masked_fill_", "deepspeed/runtime/utils.py:831") in sites
+    assert steps["per_step"]["sync.count"] == 3

@@ -8,6 +8,12 @@ skipped without it.
 """
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 # Ops: names or name.variant of op_db (a name takes all its variants).
@@ -101,3 +107,29 @@ def test_slice_compared_gradients(sweep):
     s = sweep.summary()
     assert s["ops"]["samples"]["backward_checked"] > 100
     assert s["modules"]["samples"]["backward_checked"] > 100
+
+
+def test_slice_on_cuda_tensors_where_sim_serves_cuda(sweep, tmp_path):
+    """The same slice on CUDA tensors, as under `run --as-cuda` (sim serves the CUDA device type:
+    sim's kernels at CUDA's key, torch's own CUDA-side code): every op and module gives what it
+    gives on sim. A sample that draws random numbers from CUDA's generator (dropout, attention
+    with dropout) is skipped, as test_compare_cpu skips random ops: CUDA's numbers are not CPU's."""
+    out = tmp_path / "cuda.json"
+    env = dict(os.environ, HARNESS_SIM_AS_CUDA="device")
+    r = subprocess.run([sys.executable, str(Path(__file__).parent / "opinfo_sweep.py"),
+                        "--ops", ",".join(SLICE_OPS), "--modules", ",".join(SLICE_MODULES),
+                        "--dtypes", ",".join(DTYPES), "--json", str(out)],
+                       env=env, capture_output=True, text=True, timeout=900,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stderr[-3000:]
+    on_cuda = json.loads(out.read_text())
+    items = {(i["kind"], i["name"]): i for i in on_cuda["ops"] + on_cuda["modules"]}
+    on_sim = {(i.kind, i.name): i for i in sweep.ops + sweep.modules}
+    assert {k: i["status"] for k, i in items.items()} == {k: i.status for k, i in on_sim.items()}
+    for key, item in items.items():
+        counts = item["counts"]
+        assert counts["fail"] == counts["mismatch"] == 0, (key, item["reason"])
+        # every sample ran on CUDA tensors as on sim: passed, or skipped as random
+        assert counts["pass"] + counts["skip"] == sum(on_sim[key].counts.values()), key
+    random = {name for (_, name), i in items.items() if i["counts"]["skip"]}
+    assert random == {"nn.functional.dropout", "nn.functional.scaled_dot_product_attention"}

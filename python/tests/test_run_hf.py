@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
 from conftest import REPO, site_counts
-from harness_sim._run import main as run
 
 PROGRAMS = REPO / "examples" / "programs"
 PINNED = {"transformers": "5.24.0", "accelerate": "1.15.0"}
@@ -29,49 +30,37 @@ def _library(name: str):
     return module
 
 
-@pytest.fixture(autouse=True)
-def _fresh_accelerate_state():
-    """Accelerate keeps its state (device, mixed precision) in class attributes, once per process:
-    each program starts as in a process of its own, and leaves the environment as it found it
-    (torch's inductor, which transformers imports, sets TORCHINDUCTOR_CACHE_DIR)."""
-    _library("accelerate")
-    from accelerate.state import AcceleratorState, GradientState
-    environ = dict(os.environ)
-    AcceleratorState._reset_state(reset_partial_state=True)
-    GradientState._reset_state()
-    yield
-    AcceleratorState._reset_state(reset_partial_state=True)
-    GradientState._reset_state()
-    os.environ.clear()
-    os.environ.update(environ)
-
-
 def _count(tmp_path, program: str):
-    """`run --as-cuda --out` of PROGRAM: the report's counted steps, and the line of every sync
-    in them, from the report's sites ((reason, "package/file.py:line in function") -> count)."""
+    """`python -m harness_sim run --as-cuda --out` of PROGRAM, in a process of its own as a user
+    runs it (sim serves CUDA): the report's counted steps, the line of every sync in them from
+    the report's sites ((reason, "package/file.py:line in function") -> count), and the finished
+    process (its stdout and stderr)."""
     out = tmp_path / "report.json"
-    assert run(["--as-cuda", "--out", str(out), "--", str(PROGRAMS / program)]) == 0
+    env = {k: v for k, v in os.environ.items() if k != "HARNESS_SIM_AS_CUDA"}
+    r = subprocess.run([sys.executable, "-m", "harness_sim", "run", "--as-cuda", "--out", str(out),
+                        "--", str(PROGRAMS / program)], cwd=REPO, env=env, capture_output=True,
+                       text=True, timeout=600, stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     (scenario,) = json.loads(out.read_text())["scenarios"]
     steps = {v["name"]: v for v in scenario["variants"]}["steps"]
     lines = {}
     for site in steps["sync_sites"]:
         key = (site["reason"], site["frame"].removeprefix("examples/programs/"))
         lines[key] = lines.get(key, 0) + site["count"]
-    return steps, lines
+    return steps, lines, r
 
 
-def test_transformers_trainer_bf16_llama_as_cuda(tmp_path, monkeypatch, capsys):
+def test_transformers_trainer_bf16_llama_as_cuda(tmp_path):
     # Trainer(LlamaForCausalLM(2 layers, hidden 64), bf16=True, max_steps=6, logging_steps=2,
     # batch 4 x 32 random tokens): fused AdamW (Trainer's default optim with torch >= 2.8), grad
     # clipping at max_grad_norm=1.0, bf16 autocast from Accelerate.
     _library("transformers")
-    steps, lines = _count(tmp_path, "hf_trainer.py")
-    captured = capsys.readouterr()
-    assert "device sim:0 steps 6" in captured.out
+    steps, lines, captured = _count(tmp_path, "hf_trainer.py")
+    assert "device cuda:0 steps 6" in captured.stdout
     # The summary lists each line on its own, the most frequent first.
     assert ("  sync sites in the 5 counted steps, by line:\n"
             "    10 x aten::_local_scalar_dense (item) in (none) at "
-            "transformers/trainer.py:1919 in _run_epoch" in captured.err)
+            "transformers/trainer.py:1919 in _run_epoch" in captured.stderr)
     assert steps["measured_steps"] == 5  # 6 optimizer steps, the first --skip-steps'
     total, per_step = steps["total"], steps["per_step"]
     # Every sync of a step, from transformers' and accelerate's own lines (5 counted steps):
@@ -113,13 +102,13 @@ def test_transformers_trainer_bf16_llama_as_cuda(tmp_path, monkeypatch, capsys):
     assert ops["aten::_foreach_norm"] == 5 and ops["aten::all"] == 5
 
 
-def test_accelerate_bf16_loop_as_cuda(tmp_path, monkeypatch, capsys):
+def test_accelerate_bf16_loop_as_cuda(tmp_path):
     # Accelerator(mixed_precision="bf16"), prepare(model, AdamW, DataLoader, OneCycleLR),
     # accelerator.backward, clip_grad_norm_, gather for the accuracy; 6 steps, a log every 3.
-    steps, lines = _count(tmp_path, "accelerate_loop.py")
-    captured = capsys.readouterr()
-    assert "step 6 loss" in captured.out and "mixed precision bf16" in captured.out
-    assert "10 x aten::copy_ (blocking copy H2D) in (none) at " in captured.err
+    _library("accelerate")
+    steps, lines, captured = _count(tmp_path, "accelerate_loop.py")
+    assert "step 6 loss" in captured.stdout and "mixed precision bf16" in captured.stdout
+    assert "10 x aten::copy_ (blocking copy H2D) in (none) at " in captured.stderr
     assert steps["measured_steps"] == 5
     total, per_step = steps["total"], steps["per_step"]
     assert lines == {

@@ -18,6 +18,28 @@ def _steps(path) -> dict:
     return {v["name"]: v for v in scenario["variants"]}
 
 
+def _run_process(tmp_path, *args, cwd=None, env=None):
+    """`python -m harness_sim run ARGS` in a process of its own (Lightning's DDP starts ranks by
+    running the program again, which a run inside pytest's process would not survive; and
+    `--as-cuda` chooses the device sim serves when the process starts), with `env`'s variables
+    added to this process's."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "harness_sim", "run", *args], cwd=cwd or tmp_path,
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+                          env=dict(os.environ, **(env or {})))
+
+
+def _as_cuda(tmp_path, *args, mode="device", env=None, status=0):
+    """`python -m harness_sim run --as-cuda ARGS` as a user runs it: sim serves the CUDA device
+    type itself (issue 50), or with mode "map" (HARNESS_SIM_AS_CUDA=map) CUDA's names are mapped
+    to sim. Asserts the exit status; returns the finished process."""
+    r = _run_process(tmp_path, "--as-cuda", *args,
+                     env={**(env or {}), **({"HARNESS_SIM_AS_CUDA": "map"} if mode == "map" else {})})
+    assert r.returncode == status, r.stdout[-3000:] + r.stderr[-3000:]
+    return r
+
+
 def test_trainer_accelerator_sim_by_name():
     import harness_sim  # noqa: F401  (registers "sim" once Lightning is imported)
     from lightning.pytorch import Trainer
@@ -110,11 +132,13 @@ def test_lightning_cli_program_by_accelerator_name(tmp_path):
 
 
 @pytest.mark.release
-def test_cuda_loop_as_cuda(tmp_path, capsys):
+@pytest.mark.parametrize("mode, device", [("device", "cuda:0"), ("map", "sim:0")])
+def test_cuda_loop_as_cuda(tmp_path, mode, device):
+    # the same counts whether sim serves CUDA itself or CUDA's names are mapped to sim
     out = tmp_path / "cuda.json"
-    assert run(["--as-cuda", "--out", str(out), "--", str(PROGRAMS / "cuda_loop.py")]) == 0
-    printed = capsys.readouterr().out
-    assert "True sim:0" in printed  # memory_allocated() > 0 and the model's device
+    printed = _as_cuda(tmp_path, "--out", str(out), "--", str(PROGRAMS / "cuda_loop.py"),
+                       mode=mode).stdout
+    assert f"True {device}" in printed  # memory_allocated() > 0 and the model's device
     steps = _steps(out)["steps"]
     assert steps["measured_steps"] == 5
     sites = site_counts(steps, "op", "reason")
@@ -131,7 +155,7 @@ def test_cuda_loop_as_cuda(tmp_path, capsys):
 def test_amp_cnn_as_cuda_counts_the_ops_cuda_runs(tmp_path):
     # Conv2d + BatchNorm2d blocks, fp16 autocast, GradScaler("cuda"), SGD with momentum
     out = tmp_path / "cnn.json"
-    assert run(["--as-cuda", "--out", str(out), "--", str(PROGRAMS / "cuda_amp_cnn.py")]) == 0
+    _as_cuda(tmp_path, "--out", str(out), "--", str(PROGRAMS / "cuda_amp_cnn.py"))
     steps = _steps(out)["steps"]
     # 6 iterations, 5 optimizer steps: the scaler's first scale (65536) overflows fp16 and
     # GradScaler skips that step, as on CUDA; run skips the first step it counts
@@ -154,7 +178,7 @@ def test_lstm_language_model_as_cuda_is_one_cudnn_rnn_per_step(tmp_path):
     # Embedding, a 2-layer LSTM with dropout, bf16 autocast, clip_grad_norm_, the loss kept on
     # the device and read every 3 steps
     out = tmp_path / "lm.json"
-    assert run(["--as-cuda", "--out", str(out), "--", str(PROGRAMS / "cuda_lstm_lm.py")]) == 0
+    _as_cuda(tmp_path, "--out", str(out), "--", str(PROGRAMS / "cuda_lstm_lm.py"))
     steps = _steps(out)["steps"]
     assert steps["measured_steps"] == 5
     ops = steps["launches_by_op"]
@@ -170,23 +194,22 @@ def test_lstm_language_model_as_cuda_is_one_cudnn_rnn_per_step(tmp_path):
 
 
 @pytest.mark.release
-def test_cuda_idioms_run_unchanged_as_on_one_h100(tmp_path, capsys, monkeypatch):
+def test_cuda_idioms_run_unchanged_as_on_one_h100(tmp_path, monkeypatch):
     # is_bf16_supported at import, torch.accelerator, device properties, a CUDAGraph annotation,
     # Adam (its step asks is_current_stream_capturing), clip_grad_norm_'s check
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
     out = tmp_path / "idioms.json"
-    assert run(["--as-cuda", "--out", str(out), "--", str(PROGRAMS / "cuda_idioms.py")]) == 0
-    captured = capsys.readouterr()
-    assert "1 x NVIDIA H100 80GB HBM3, sm 9.0, 79 GiB, 132 SMs, torch.bfloat16" in captured.out
-    assert "done sim:0" in captured.out
+    captured = _as_cuda(tmp_path, "--out", str(out), "--", str(PROGRAMS / "cuda_idioms.py"))
+    assert "1 x NVIDIA H100 80GB HBM3, sm 9.0, 79 GiB, 132 SMs, torch.bfloat16" in captured.stdout
+    assert "done cuda:0" in captured.stdout
     steps = _steps(out)["steps"]
     (site,) = steps["sync_sites"]
     assert (site["op"], site["reason"], site["count"]) == ("aten::_local_scalar_dense", "item", 4)
     assert steps["launches_by_op"]["aten::_foreach_norm"] == 4
     # the site names torch's line that syncs (clip_grad_norm_'s nonfinite check), never the
     # TorchFunctionMode of --as-cuda under it
-    assert "cuda_idioms.py:31 in <module> (torch/nn/utils/clip_grad.py:" in captured.err
-    assert "_as_cuda.py" not in captured.err
+    assert "cuda_idioms.py:31 in <module> (torch/nn/utils/clip_grad.py:" in captured.stderr
+    assert "_as_cuda.py" not in captured.stderr
 
 
 @pytest.mark.release
@@ -196,8 +219,7 @@ def test_gaussian_policy_samples_with_a_sync_before_torch_2_14_only(tmp_path):
     # three per step torch.distributions.Normal's argument checks make are there in both
     from harness_sim._version import TORCH_RELEASE
     out = tmp_path / "policy.json"
-    assert run(["--as-cuda", "--out", str(out), "--",
-                str(PROGRAMS / "cuda_gaussian_policy.py")]) == 0
+    _as_cuda(tmp_path, "--out", str(out), "--", str(PROGRAMS / "cuda_gaussian_policy.py"))
     steps = _steps(out)["steps"]
     assert steps["measured_steps"] == 5
     normal_reads = 0 if TORCH_RELEASE >= (2, 14) else 2 * 5
@@ -208,7 +230,7 @@ def test_gaussian_policy_samples_with_a_sync_before_torch_2_14_only(tmp_path):
 
 
 def test_as_cuda_device_count_is_one_gpu_unless_cuda_visible_devices_names_more(
-        tmp_path, capsys, monkeypatch):
+        tmp_path, monkeypatch):
     prog = tmp_path / "p.py"
     prog.write_text("import torch\n"
                     "print('count', torch.cuda.device_count(), torch.accelerator.device_count())\n"
@@ -218,13 +240,11 @@ def test_as_cuda_device_count_is_one_gpu_unless_cuda_visible_devices_names_more(
                     "free, total = torch.cuda.mem_get_info()\n"
                     "print('mem', total // 2**30, free <= total)\n")
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
-    assert run(["--as-cuda", "--", str(prog)]) == 0
-    printed = capsys.readouterr().out
+    printed = _as_cuda(tmp_path, "--", str(prog)).stdout
     assert "count 1 1" in printed and "capturing False" in printed
     assert "isinstance False" in printed and "mem 79 True" in printed
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0,1,2")
-    assert run(["--as-cuda", "--", str(prog)]) == 0
-    assert "count 3 3" in capsys.readouterr().out
+    printed = _as_cuda(tmp_path, "--", str(prog), env={"CUDA_VISIBLE_DEVICES": "0,1,2"}).stdout
+    assert "count 3 3" in printed
 
 
 def test_torchvision_resnet_as_cuda(tmp_path):
@@ -232,8 +252,7 @@ def test_torchvision_resnet_as_cuda(tmp_path):
     pytest.importorskip("torchvision", reason="torchvision (python/requirements-extra-torch2.11.txt) "
                         "is not installed; torch 2.15 has no torchvision release on PyPI yet")
     out = tmp_path / "resnet.json"
-    assert run(["--as-cuda", "--out", str(out), "--",
-                str(PROGRAMS / "torchvision_resnet.py")]) == 0
+    _as_cuda(tmp_path, "--out", str(out), "--", str(PROGRAMS / "torchvision_resnet.py"))
     steps = _steps(out)["steps"]
     assert steps["measured_steps"] == 4
     per_step = {op: n // 4 for op, n in steps["launches_by_op"].items()}
@@ -249,11 +268,10 @@ def test_torchvision_resnet_as_cuda(tmp_path):
 
 @pytest.mark.parametrize("accelerator", ["gpu", "cuda", "auto"])
 def test_lightning_accelerator_gpu_as_cuda_trains_on_sim_as_accelerator_sim(tmp_path, accelerator):
-    # Lightning's CUDAAccelerator refused sim's devices ("Device should be GPU, got sim:0")
+    # Lightning's own CUDAAccelerator on CUDA devices (sim's), counted as accelerator="sim" is
     gpu, sim = tmp_path / "gpu.json", tmp_path / "sim.json"
-    assert run(["--as-cuda", "--out", str(gpu), "--skip-steps", "2", "--",
-                str(PROGRAMS / "lightning_demos.py"), "--model", "boring",
-                "--accelerator", accelerator]) == 0
+    _as_cuda(tmp_path, "--out", str(gpu), "--skip-steps", "2", "--",
+             str(PROGRAMS / "lightning_demos.py"), "--model", "boring", "--accelerator", accelerator)
     assert run(["--out", str(sim), "--skip-steps", "2", "--",
                 str(PROGRAMS / "lightning_demos.py"), "--model", "boring"]) == 0
     as_gpu, as_sim = _steps(gpu)["steps"], _steps(sim)["steps"]
@@ -269,34 +287,22 @@ def test_lightning_accelerator_gpu_as_cuda_trains_on_sim_as_accelerator_sim(tmp_
      "torch.nn.DataParallel(torch.nn.Linear(2, 2).cuda())(torch.ones(4, 2).cuda())",
      "nn.DataParallel over several devices"),
 ])
-def test_as_cuda_refuses_what_sim_cannot_run(tmp_path, capsys, monkeypatch, call, named):
-    # The program may set CUDA_VISIBLE_DEVICES in this process: it is put back after the test.
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+def test_as_cuda_refuses_what_sim_cannot_run(tmp_path, call, named):
     prog = tmp_path / "p.py"
     prog.write_text(f"import torch\n{call}\n")
-    assert run(["--as-cuda", "--", str(prog)]) == 3
-    err = capsys.readouterr().err
+    err = _as_cuda(tmp_path, "--", str(prog), env={"CUDA_VISIBLE_DEVICES": "0"}, status=3).stderr
     assert f"{named} is not supported on sim" in err
 
 
-def test_as_cuda_triton_is_absent_to_an_optional_probe(tmp_path, capsys):
+@pytest.mark.parametrize("mode", ["device", "map"])
+def test_as_cuda_triton_is_absent_to_an_optional_probe(tmp_path, mode):
     """An optional ``import triton`` (torch's, DeepSpeed's, accelerate's own probes) sees no
     Triton, as on a machine without it, and the program goes on."""
     prog = tmp_path / "p.py"
     prog.write_text("try:\n    import triton\nexcept ImportError as e:\n"
                     "    print('no triton:', type(e).__name__)\n"
                     "import torch\nx = torch.ones(2, device='cuda')\nprint(x.sum().item())\n")
-    assert run(["--as-cuda", "--", str(prog)]) == 0
-    assert "no triton: ModuleNotFoundError" in capsys.readouterr().out
-
-
-def _run_process(tmp_path, *args, cwd=None):
-    """`python -m harness_sim run ARGS` in a process of its own (Lightning's DDP starts ranks by
-    running the program again, which a run inside pytest's process would not survive)."""
-    import subprocess
-    import sys
-    return subprocess.run([sys.executable, "-m", "harness_sim", "run", *args], cwd=cwd or tmp_path,
-                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert "no triton: ModuleNotFoundError" in _as_cuda(tmp_path, "--", str(prog), mode=mode).stdout
 
 
 def test_lightning_ddp_counts_every_rank_the_program_starts(tmp_path, bench):
@@ -429,7 +435,7 @@ def test_cuda_ddp_program_under_torchrun_as_cuda(tmp_path):
     results = _results_by_rank(r.stdout)
     assert sorted(results) == [0, 1], r.stdout[-3000:] + r.stderr[-3000:]
     assert results[0]["weights"] == results[1]["weights"]
-    assert results[0]["steps"] == 6 and results[0]["backend"] == "cpu:gloo,sim:sim"
+    assert results[0]["steps"] == 6 and results[0]["backend"] == "cpu:gloo,cuda:sim"
     v = {x["name"]: x for x in json.loads(out.read_text())["scenarios"][0]["variants"]}
     rank0, rank1 = v["rank0/steps"]["total"], v["rank1/steps"]["total"]
     # each counted step: DDP's gradient bucket, all-reduced on the device; every 2nd step the

@@ -23,6 +23,9 @@
 namespace at {
 class Tensor;
 }
+namespace c10 {
+struct StorageImpl;
+}
 
 namespace harness::sim {
 
@@ -52,6 +55,9 @@ c10::Device device(int index = 0);
 // Whether sim serves this device type (PrivateUse1; CUDA after serve_cuda()) / this tensor's.
 bool is_sim_type(c10::DeviceType type) noexcept;
 bool is_sim(const at::Tensor& tensor);
+// Grows or shrinks a storage of sim's device in place: new device memory, its contents kept up
+// to the new size (what `UntypedStorage.resize_` does, and FSDP2's parameters are made of).
+void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
 
 // The device this process (rank) owns, as `torch.cuda.set_device(local_rank)` names it: a copy
 // to or from any other sim device is counted as cross-device. -1 (the default): none, and only

@@ -30,8 +30,6 @@ c10::Allocator* device_allocator(c10::DeviceType type = c10::DeviceType::Private
 c10::Allocator* pinned_allocator();
 // This thread's current sim device (what the device guard sets).
 c10::DeviceIndex current_device() noexcept;
-// Grows or shrinks a sim storage in place (new device memory, contents kept up to the new size).
-void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes);
 // Keeps `library` (and the registrations made with it) for the rest of the process, reachable
 // from a static, so that LeakSanitizer does not count it; returns it.
 torch::Library* keep(torch::Library* library);

@@ -42,6 +42,7 @@
 
 #include "harness/instrument/collector.h"
 #include "harness/instrument/memory_ledger.h"
+#include "harness/instrument/sim/cuda_generator.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/instrument/sim/host_compute.h"
 #include "harness/instrument/sim/sim_internal.h"
@@ -415,6 +416,10 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const S
   }
   FallbackCall call(schema, rule != nullptr && rule->takes_host_index_tensors);
   call.alias_arguments(stack);
+  std::optional<CudaRandomDraw> draw;  // a random op on a CUDA tensor: CUDA's generator
+  if (call.device() && call.device()->is_cuda() && draws_random_numbers(op)) {
+    draw.emplace(schema, stack, *call.device());
+  }
   std::optional<c10::DeviceGuard> guard;  // only when the op's device is not the current one
   if (call.device() && call.device()->index() != current_device()) guard.emplace(*call.device());
   {

@@ -21,6 +21,7 @@
 
 #include "harness/instrument/collector.h"
 #include "harness/instrument/memory_ledger.h"
+#include "harness/instrument/sim/cuda_generator.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/instrument/sim/sim_internal.h"
 
@@ -169,8 +170,8 @@ class SimGuardImpl final : public c10::impl::DeviceGuardImplInterface {
   const c10::DeviceType type_;
 };
 
-// What both of sim's hooks answer of its devices, pinned memory and generator: the PrivateUse1
-// hooks and, under serve_cuda(), CUDA's. No data members (SimCudaHooks lives in the storage of
+// What both of sim's hooks answer of its devices, pinned memory and generator (CUDA's hooks
+// hand out CUDA's kind of generator instead): the PrivateUse1 hooks and, under serve_cuda(), CUDA's. No data members (SimCudaHooks lives in the storage of
 // the wheel's CUDA hooks).
 template <class Interface>
 struct SimDeviceHooks : public Interface {
@@ -255,6 +256,13 @@ struct SimCudaHooks final : public SimDeviceHooks<at::CUDAHooksInterface> {
   double batchnormMinEpsilonCuDNN() const override { return g_cuda_build.batchnorm_min_epsilon; }
   int getNumGPUs() const override { return g_device_count; }
   void deviceSynchronize(c10::DeviceIndex index) const override;
+  // CUDA's kind of generator: a Philox seed and offset (cuda_generator.h).
+  const at::Generator& getDefaultGenerator(c10::DeviceIndex index) const override {
+    return default_cuda_generator(index);
+  }
+  at::Generator getNewGenerator(c10::DeviceIndex index) const override {
+    return new_cuda_generator(index);
+  }
 };
 
 std::once_flag g_init_once;
