@@ -43,13 +43,18 @@ def site_counts(steps: dict, *keys: str) -> dict:
 # (transformers, DeepSpeed, HTA), which the torch release does not change.
 RELEASE_MODULES = frozenset({
     "test_torch_release", "test_sdpa_release", "test_cuda_op_lists", "test_cuda_ops",
-    "test_device", "test_device_module", "test_autocast", "test_compile", "test_as_cuda_surface",
-    "test_opinfo_sweep", "test_distributed", "test_fidelity", "test_pathologies",
-    "test_pytest_plugin", "test_lightning", "test_cuda_is_cuda",
+    "test_device", "test_hidden_syncs", "test_device_module", "test_autocast", "test_compile",
+    "test_as_cuda_surface", "test_opinfo_sweep", "test_distributed", "test_fidelity",
+    "test_pathologies", "test_pytest_plugin", "test_lightning", "test_cuda_is_cuda",
 })
 
 
 def pytest_configure(config):
+    if os.environ.get("HARNESS_SIM_AS_CUDA") == "device":
+        # A module run again on CUDA tensors (test_cuda_is_cuda): sim serves CUDA, and torch.cuda
+        # answers, as under `run --as-cuda`, for the whole session.
+        from harness_sim._as_cuda import AsCuda
+        AsCuda().install()
     config.addinivalue_line(
         "markers", "release: exercises what differs between torch releases (run on every "
         "release CI tests; conftest.RELEASE_MODULES adds whole modules)")

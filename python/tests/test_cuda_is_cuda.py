@@ -150,3 +150,17 @@ def test_deepspeed_zero2_sees_a_cuda_accelerator(tmp_path):
     sites = {(s["op"], s["frame"].split(" in ")[0]) for s in steps["sync_sites"]}
     assert ("aten::masked_fill_", "deepspeed/runtime/utils.py:831") in sites
     assert steps["per_step"]["sync.count"] == 3
+
+
+def test_ops_and_hidden_syncs_pinned_on_sim_hold_on_cuda_tensors(tmp_path):
+    # test_cuda_ops.py (the op CUDA runs, by name, per module; values against CPU) and
+    # test_hidden_syncs.py (each of CUDA's host reads a sync, what does not block not one), run
+    # again in a process where sim serves CUDA: their pins hold on CUDA tensors.
+    env = dict(os.environ, HARNESS_SIM_AS_CUDA="device")
+    tests = REPO / "python" / "tests"
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                        str(tests / "test_cuda_ops.py"), str(tests / "test_hidden_syncs.py")],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+                       stdin=subprocess.DEVNULL)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    assert " failed" not in r.stdout and " passed" in r.stdout

@@ -1,4 +1,6 @@
 """Sim runs the op CUDA PyTorch 2.11 runs on an H100, by name, per module (issue 36, section 2).
+On sim's own device, and on CUDA tensors where sim serves CUDA (test_cuda_is_cuda runs this
+module again with HARNESS_SIM_AS_CUDA=device).
 
 Each case is one forward and backward of a module on sim, and pins every launch by op name: the
 op that reaches CUDA's dispatch key where CUDA has a kernel of its own (cuDNN convolution, batch
@@ -16,6 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import harness_sim
+from harness_sim._device import DEVICE_TYPE as DEVICE  # "cuda" where sim serves CUDA (run below)
 
 SEED_AND_LOSS = {"aten::fill_": 1, "aten::sum": 1}
 
@@ -26,12 +29,12 @@ def ops_of_one_step(make, x, dtype):
     cpu = make().to(dtype)
     sim = make().to(dtype)
     sim.load_state_dict(cpu.state_dict())
-    sim.to("sim")
+    sim.to(DEVICE)
     x = x.to(dtype) if x.is_floating_point() else x
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # cuDNN's weight-format warning, as on CUDA (bfloat16)
         with harness_sim.count() as c:
-            out = sim(x.to("sim"))
+            out = sim(x.to(DEVICE))
             out = out[0] if isinstance(out, tuple) else out
             out.sum().backward()
     ref = cpu(x)
@@ -121,8 +124,8 @@ def test_rnn_is_one_cudnn_rnn_for_the_whole_sequence(dtype, make, x, hidden_stat
 
 
 def test_rnn_dropout_state_is_made_once():
-    lstm = torch.nn.LSTM(4, 5, num_layers=2, dropout=0.3).to("sim")
-    x = torch.randn(3, 2, 4, device="sim")
+    lstm = torch.nn.LSTM(4, 5, num_layers=2, dropout=0.3).to(DEVICE)
+    x = torch.randn(3, 2, 4, device=DEVICE)
     lstm(x)  # the first training call with dropout makes cuDNN's dropout state
     with harness_sim.count() as c:
         lstm(x)[0].sum().backward()
@@ -131,16 +134,16 @@ def test_rnn_dropout_state_is_made_once():
 
 
 def test_rnn_without_cudnn_runs_cudas_fused_cells():
-    lstm = torch.nn.LSTM(4, 5).to("sim")
-    gru = torch.nn.GRU(4, 5).to("sim")
+    lstm = torch.nn.LSTM(4, 5).to(DEVICE)
+    gru = torch.nn.GRU(4, 5).to(DEVICE)
     x = torch.randn(3, 2, 4)
     with torch.backends.cudnn.flags(enabled=False):
         with harness_sim.count() as c:
-            lstm(x.to("sim"))[0].sum().backward()
-            gru(x.to("sim"))[0].sum().backward()
+            lstm(x.to(DEVICE))[0].sum().backward()
+            gru(x.to(DEVICE))[0].sum().backward()
         ref = torch.nn.LSTM(4, 5)
         ref.load_state_dict({k: v.cpu() for k, v in lstm.state_dict().items()})
-        torch.testing.assert_close(lstm(x.to("sim"))[0].cpu(), ref(x)[0])
+        torch.testing.assert_close(lstm(x.to(DEVICE))[0].cpu(), ref(x)[0])
     ops = c.launches_by_op
     assert ops["aten::_thnn_fused_lstm_cell"] == 3 and ops["aten::_thnn_fused_gru_cell"] == 3
     assert ops["aten::_thnn_fused_lstm_cell_backward_impl"] == 3
@@ -156,8 +159,8 @@ def test_embedding_is_index_select_and_embedding_dense_backward(dtype):
 
 @pytest.mark.parametrize("dtype", BOTH)
 def test_cross_entropy_is_log_softmax_and_nll_loss(dtype):
-    logits = torch.randn(4, 5, dtype=dtype, device="sim", requires_grad=True)
-    target = torch.tensor([0, 2, 4, 1], device="sim")
+    logits = torch.randn(4, 5, dtype=dtype, device=DEVICE, requires_grad=True)
+    target = torch.tensor([0, 2, 4, 1], device=DEVICE)
     with harness_sim.count() as c:
         F.cross_entropy(logits, target).backward()
     assert dict(c.launches_by_op) == {"aten::_log_softmax": 1, "aten::nll_loss_forward": 1,
@@ -170,11 +173,11 @@ def test_cross_entropy_is_log_softmax_and_nll_loss(dtype):
 def sdpa_ops(dtype, length=5, keys=5, head_dim=16, mask=None, causal=False):
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 2, n, head_dim, dtype=dtype) for n in (length, keys, keys))
-    sim = [t.to("sim").requires_grad_() for t in (q, k, v)]
+    sim = [t.to(DEVICE).requires_grad_() for t in (q, k, v)]
     cpu = [t.clone().requires_grad_() for t in (q, k, v)]
     with harness_sim.count() as c:
         out = F.scaled_dot_product_attention(*sim, attn_mask=None if mask is None else
-                                             mask.to("sim"), is_causal=causal)
+                                             mask.to(DEVICE), is_causal=causal)
         out.sum().backward()
     ref = F.scaled_dot_product_attention(*cpu, attn_mask=mask, is_causal=causal)
     ref.sum().backward()
@@ -234,7 +237,7 @@ def test_sdpa_output_of_a_gpt_block_needs_no_copy_to_be_made_contiguous():
     # q, k, v as a GPT block makes them (view + transpose of one projection): the fused kernels
     # give an output whose transpose back is contiguous, so `.contiguous()` copies nothing
     for dtype in BOTH:
-        x = torch.randn(2, 5, 3 * 16, dtype=dtype, device="sim")
+        x = torch.randn(2, 5, 3 * 16, dtype=dtype, device=DEVICE)
         q, k, v = (t.view(2, 5, 2, 8).transpose(1, 2) for t in x.split(16, dim=2))
         y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         with harness_sim.count() as c:
@@ -263,10 +266,10 @@ def test_rms_norm_is_cudas_fused_rms_norm(dtype):
 def test_rnn_under_autocast_runs_cudnn_in_float16_with_its_weights_recast_every_call(region):
     # AutocastRNN.cpp: float16 whatever the region's dtype; the weights cast into a new flat
     # buffer (zero_ and a copy_ per weight), the input and the hidden states cast
-    lstm = torch.nn.LSTM(4, 5).to("sim")
-    x = torch.randn(3, 2, 4, device="sim")
+    lstm = torch.nn.LSTM(4, 5).to(DEVICE)
+    x = torch.randn(3, 2, 4, device=DEVICE)
     with harness_sim.count() as c:
-        with torch.autocast("sim", region):
+        with torch.autocast(DEVICE, region):
             out = lstm(x)[0]
         out.sum().backward()
     assert out.dtype == torch.float16
@@ -281,9 +284,9 @@ def test_multihead_attention_without_weights_is_the_fused_kernel(dtype, kernel):
     # need_weights=False (what TransformerEncoderLayer passes) takes SDPA; a causal mask with
     # is_causal=True and no padding mask is dropped for is_causal (multi_head_attention_forward)
     torch.manual_seed(0)
-    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).to(dtype).to("sim")
-    x = torch.randn(2, 5, 16, dtype=dtype, device="sim")
-    causal = torch.nn.Transformer.generate_square_subsequent_mask(5, device="sim", dtype=dtype)
+    mha = torch.nn.MultiheadAttention(16, 2, batch_first=True).to(dtype).to(DEVICE)
+    x = torch.randn(2, 5, 16, dtype=dtype, device=DEVICE)
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(5, device=DEVICE, dtype=dtype)
     with harness_sim.count() as c:
         out, weights = mha(x, x, x, attn_mask=causal, is_causal=True, need_weights=False)
         out.sum().backward()
