@@ -12,14 +12,14 @@ and ``torch.accelerator`` is mapped, answered as one H100, left as it is or refu
 in ``_cuda_surface`` (docs/as-cuda.md) says. Refused, failing with ``UnsupportedOnSim`` naming the
 call (exit 3): custom CUDA kernels (``torch.utils.cpp_extension.load`` / ``load_inline`` /
 ``CUDAExtension``), ``nn.DataParallel`` over several devices. Triton is absent, as on a machine
-without it (``import triton`` is a ModuleNotFoundError naming sim). ``torch.compile`` runs, with
+without it (``import triton`` is a ModuleNotFoundError; run names sim when the program fails on it,
+and ``importlib.util.find_spec("triton")`` is None). ``torch.compile`` runs, with
 sim's C++ kernels (``_compile``).
 """
 from __future__ import annotations
 
 import functools
 import importlib
-import importlib.abc
 import sys
 
 import torch
@@ -96,9 +96,11 @@ class CudaToSim(TorchFunctionMode):
 
 
 def _cuda_accelerator_on_sim() -> None:
-    """Lightning's ``accelerator="gpu"`` / ``"cuda"`` / ``"auto"`` under ``--as-cuda``: its
-    devices are ``torch.device("cuda", i)``, which the mode makes sim's, and
-    ``CUDAAccelerator.setup_device`` then refused them ("Device should be GPU, got sim:0")."""
+    """Lightning's ``accelerator="gpu"`` / ``"cuda"`` / ``"auto"`` under the mapping
+    (``HARNESS_SIM_AS_CUDA=map`` only; where sim serves CUDA, Lightning's accelerator sees CUDA
+    devices and nothing is patched): its devices are ``torch.device("cuda", i)``, which the mode
+    makes sim's, and ``CUDAAccelerator.setup_device`` then refused them ("Device should be GPU,
+    got sim:0")."""
     from lightning.pytorch.accelerators import cuda as accelerator
 
     def setup_device(self, device: torch.device) -> None:
@@ -144,18 +146,9 @@ def _one_device_gather(tensors, dim=0, destination=None, *, out=None):
     return result
 
 
-class _BlockTriton(importlib.abc.MetaPathFinder):
-    """Triton is absent under --as-cuda, as on a machine without it: ``import triton`` raises
-    ModuleNotFoundError (an ImportError), so that every optional probe (``try: import triton /
-    except ImportError``: torch's, DeepSpeed's, accelerate's) takes its no-Triton branch; the
-    message says why, for a program that needs it."""
-
-    def find_spec(self, fullname, path, target=None):
-        if fullname != "triton" and not fullname.startswith("triton."):
-            return None
-        raise ModuleNotFoundError(
-            f"No module named {fullname!r}: "
-            + refusal("import triton", "Triton kernels are compiled for a GPU"), name=fullname)
+def triton_refusal() -> str:
+    """What a program that needs Triton is told under --as-cuda (after its ModuleNotFoundError)."""
+    return refusal("import triton", "Triton kernels are compiled for a GPU")
 
 
 def _forget_triton_probes() -> None:
@@ -168,6 +161,22 @@ def _forget_triton_probes() -> None:
             clear()
 
 
+_STORAGE_NEW = torch.UntypedStorage.__new__
+
+
+def _cuda_storage_on_sim(cls, *args, device=None, **kwargs):
+    """``torch.UntypedStorage(...)`` where sim serves CUDA: a CUDA storage of a size, or of a
+    sequence of bytes, is made by sim's allocator (a tensor's storage); any other as torch makes
+    it."""
+    if device is None or torch.device(device).type != "cuda" or kwargs or len(args) > 1:
+        return _STORAGE_NEW(cls, *args, **({"device": device} if device is not None else {}),
+                            **kwargs)
+    if not args or isinstance(args[0], int):
+        nbytes = args[0] if args else 0
+        return torch.empty(nbytes, dtype=torch.uint8, device=device).untyped_storage()
+    return torch.tensor(list(args[0]), dtype=torch.uint8).to(device).untyped_storage()
+
+
 class AsCuda:
     """Installs ``--as-cuda`` for the program's run and takes it away afterwards. Where sim serves
     the CUDA device type itself (``_device.SERVES_CUDA``), nothing maps "cuda": tensors are CUDA
@@ -178,7 +187,6 @@ class AsCuda:
         self._lightning_hook = None
         self._saved: list[tuple[object, str, object]] = []
         self._mode = CudaToSim()
-        self._finder = _BlockTriton()
         self._triton: dict = {}
 
     def _set(self, owner, name, value):
@@ -228,11 +236,15 @@ class AsCuda:
             self._lightning_hook = _AfterImport("lightning.pytorch.accelerators.cuda",
                                                 self._patch_lightning)
             sys.meta_path.insert(0, self._lightning_hook)
-        # A Triton already imported (by torch or a library) is hidden from the program.
+        # Triton is absent, as on a machine without it: None in sys.modules makes `import
+        # triton` a ModuleNotFoundError (an ImportError) and importlib.util.find_spec("triton")
+        # None, so that every optional probe (torch's, DeepSpeed's, accelerate's, transformers'
+        # is_triton_available) takes its no-Triton branch. A Triton already imported (by torch
+        # or a library) is hidden from the program.
         self._triton = {k: sys.modules.pop(k) for k in list(sys.modules)
                         if k == "triton" or k.startswith("triton.")}
+        sys.modules["triton"] = None
         _forget_triton_probes()
-        sys.meta_path.insert(0, self._finder)
         if not SERVES_CUDA:
             self._mode.__enter__()
 
@@ -255,6 +267,9 @@ class AsCuda:
             return storage
 
         self._set(torch.UntypedStorage, "resize_", resize_)
+        # UntypedStorage(n, device="cuda") allocates with CUDA's caching allocator directly
+        # (Storage.cpp), as storage.clone() and a module's deepcopy do: sim's memory instead.
+        self._set(torch.UntypedStorage, "__new__", staticmethod(_cuda_storage_on_sim))
 
     def _install_surface(self) -> None:
         """Every row of the table that has a stand-in: in its module, and in torch.cuda's
@@ -346,8 +361,8 @@ class AsCuda:
             self._mode.__exit__(None, None, None)
         if self._lightning_hook is not None and self._lightning_hook in sys.meta_path:
             sys.meta_path.remove(self._lightning_hook)
-        if self._finder in sys.meta_path:
-            sys.meta_path.remove(self._finder)
+        if "triton" in sys.modules and sys.modules["triton"] is None:
+            del sys.modules["triton"]
         sys.modules.update(self._triton)
         _forget_triton_probes()
         for owner, name, value in reversed(self._saved):

@@ -17,9 +17,10 @@ from ._run_ranks import _rank_report, _rank_trace, _TorchrunPeers
 DEFAULT_SKIP = 1
 
 _EPILOG = f"""\
-Steps: one per optimizer.step() of any torch.optim.Optimizer (--steps-from optimizer), or one per
-Lightning training batch (--steps-from lightning). A step's window runs from the end of the
-previous step (or the start) to the end of this one. --skip-steps (default {DEFAULT_SKIP}) leaves
+Steps: one per optimizer.step() of any torch.optim.Optimizer (--steps-from optimizer), one per
+Lightning training batch (--steps-from lightning), or one per backward pass (--steps-from
+backward: a framework with an optimizer of its own, such as Keras). A step's window runs from
+the end of the previous step (or the start) to the end of this one. --skip-steps (default {DEFAULT_SKIP}) leaves
 the first steps out of the per-step figures: the first window holds the program's set-up (the
 model's H2D copies, the optimizer's lazily created state), which a steady-state step does not.
 What follows the last step is counted in the program's total, never per step.
@@ -62,7 +63,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--html", help="write bench's HTML page of the report (needs the bench binary)")
     p.add_argument("--bench", help="the bench binary for --gate / --html (default: $HARNESS_BENCH, "
                                    "else `bench` on PATH)")
-    p.add_argument("--steps-from", choices=("optimizer", "lightning"), default="optimizer",
+    p.add_argument("--steps-from", choices=("optimizer", "lightning", "backward"),
+                   default="optimizer",
                    help="what ends a step (default: optimizer)")
     p.add_argument("--skip-steps", type=int, default=DEFAULT_SKIP, metavar="K",
                    help=f"leave the first K steps out of the per-step figures (default "

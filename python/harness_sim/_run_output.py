@@ -47,10 +47,12 @@ def _config(options: RunOptions) -> dict:
 
 def _window(options: RunOptions) -> str:
     """The report's measured window."""
-    each = ("one window per optimizer.step(): from the end of the previous step to the end of "
-            "this one" if options.steps_from == "optimizer" else
-            "one window per Lightning training batch: from the end of the previous batch to "
-            "the end of this one")
+    each = {"optimizer": "one window per optimizer.step(): from the end of the previous step "
+                         "to the end of this one",
+            "lightning": "one window per Lightning training batch: from the end of the previous "
+                         "batch to the end of this one",
+            "backward": "one window per backward pass: from the end of the previous backward to "
+                        "the end of this one"}[options.steps_from]
     return (f"{each}; variant steps: the windows of the steps after the first "
             f"{options.skip_steps}; before_steps: what ran before them; what follows the last "
             "step is in neither")

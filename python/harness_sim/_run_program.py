@@ -15,7 +15,7 @@ import torch
 import torch.optim.optimizer as optimizer
 
 from . import _lightning_run
-from ._as_cuda import AsCuda, UnsupportedOnSim
+from ._as_cuda import AsCuda, UnsupportedOnSim, triton_refusal
 from ._run_exit import (EXIT_FAILED, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, OsExitHook, _Terminated,
                         raise_terminated)
 from ._run_options import RunOptions
@@ -102,6 +102,8 @@ class _Counting:
         torch._C._set_multithreading_enabled(False)
         if self.options.steps_from == "optimizer":
             self.hooks.append(optimizer.register_optimizer_step_post_hook(self._stepped))
+        elif self.options.steps_from == "backward":
+            self.hooks.append(_BackwardSteps(self._stepped))
         _lightning_run.activate(self.windows,
                                 lightning_steps=self.options.steps_from == "lightning")
 
@@ -128,6 +130,26 @@ class _Counting:
         sys.argv = self.argv
         if self.path0 is not None:
             sys.path[0] = self.path0
+
+
+class _BackwardSteps:
+    """A step ends with each ``torch.autograd.backward`` (``Tensor.backward`` calls it): for a
+    framework whose optimizer is not a torch.optim.Optimizer (Keras), one backward per step.
+    ``remove()`` puts torch's function back, as a hook handle does."""
+
+    def __init__(self, stepped: Callable[[], None]):
+        self._original = torch.autograd.backward
+
+        @functools.wraps(self._original)
+        def backward(*args, **kwargs):
+            result = self._original(*args, **kwargs)
+            stepped()
+            return result
+
+        torch.autograd.backward = backward
+
+    def remove(self) -> None:
+        torch.autograd.backward = self._original
 
 
 def _run_as_main(options: RunOptions) -> None:
@@ -162,4 +184,7 @@ def _status_of(e: BaseException) -> int:
         print(f"python -m harness_sim run --as-cuda: {e}", file=sys.stderr)
     else:  # the program failed: its traceback, as python would print it
         traceback.print_exc()
+        if (isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] == "triton"
+                and "triton" in sys.modules and sys.modules["triton"] is None):
+            print(f"python -m harness_sim run --as-cuda: {triton_refusal()}", file=sys.stderr)
     return EXIT_FAILED

@@ -295,3 +295,47 @@ def test_multihead_attention_without_weights_is_the_fused_kernel(dtype, kernel):
     assert ops[f"aten::_scaled_dot_product_{kernel}_attention"] == 1
     assert ops[f"aten::_scaled_dot_product_{kernel}_attention_backward"] == 1
     assert "aten::bmm" not in ops and "aten::_softmax" not in ops
+
+
+@pytest.mark.parametrize("log", [False, True], ids=["softmax", "log_softmax"])
+def test_softmax_of_half_in_float_is_one_kernel_on_cuda(log):
+    # softmax(x, dtype=torch.float) of a half CUDA tensor is _softmax(x, half_to_float=True): one
+    # kernel, and its backward gives a half gradient from the float one (SoftMax.cpp; autocast's
+    # fp32 policy calls it so). Another device converts first: a copy, then the op (and the
+    # gradient back).
+    f, op = (F.log_softmax, "aten::_log_softmax") if log else (F.softmax, "aten::_softmax")
+    x = torch.randn(4, 10, dtype=torch.half)
+    on_device = x.to(DEVICE).requires_grad_()
+    with harness_sim.count() as c:
+        y = f(on_device, -1, dtype=torch.float)
+        y.square().sum().backward()
+    ref = x.float().requires_grad_()
+    f(ref, -1).square().sum().backward()
+    assert y.dtype == torch.float and on_device.grad.dtype == torch.half
+    torch.testing.assert_close(y.detach().cpu(), f(x.float(), -1), atol=1e-3, rtol=1e-3)
+    torch.testing.assert_close(on_device.grad.cpu().float(), ref.grad, atol=1e-2, rtol=1e-2)
+    ops = dict(c.launches_by_op)
+    assert ops[op] == ops[op + "_backward_data"] == 1
+    assert ops.get("aten::copy_", 0) == (0 if DEVICE == "cuda" else 2), ops
+
+
+@pytest.mark.parametrize("name", ["mm", "bmm", "addmm", "baddbmm"])
+def test_a_product_with_out_dtype_is_one_kernel_in_float(name):
+    # mm / bmm / addmm / baddbmm with out_dtype=torch.float32 of bf16 inputs: CUDA-only
+    # overloads (TRL's chunked log-prob accumulates with addmm(..., out_dtype=float32, out=acc))
+    a, b = torch.randn(2, 4, 8, dtype=torch.bfloat16), torch.randn(2, 8, 3, dtype=torch.bfloat16)
+    acc = torch.randn(2, 4, 3)
+    if name in ("mm", "addmm"):
+        a, b, acc = a[0], b[0], acc[0]
+    args = {"mm": (a, b), "bmm": (a, b), "addmm": (acc, a, b), "baddbmm": (acc, a, b)}[name]
+    f = getattr(torch, name)
+    on_device = [t.to(DEVICE) for t in args]
+    out = torch.empty(acc.shape, device=DEVICE)
+    with harness_sim.count() as c:
+        y = f(*on_device, out_dtype=torch.float32)
+        f(*on_device, out_dtype=torch.float32, out=out)
+    expected = f(*[t.float() for t in args])
+    assert y.dtype == out.dtype == torch.float32
+    torch.testing.assert_close(y.cpu(), expected, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(out.cpu(), expected, atol=1e-4, rtol=1e-4)
+    assert dict(c.launches_by_op) == {f"aten::{name}": 2}

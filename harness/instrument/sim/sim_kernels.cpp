@@ -583,6 +583,7 @@ void register_kernels(c10::DispatchKey backend) {
   register_cuda_normalization(backend);
   register_cuda_rnn(backend);
   register_cuda_attention(backend);
+  register_cuda_out_dtype(backend);
   if (cuda) {
     // The ops below (CUDA kernels beside composites, foreach, structured) all have a CUDA kernel
     // of libtorch_cuda's, overridden by override_cuda_kernels(); torch's own CUDA-side code
