@@ -78,6 +78,33 @@ def test_steps_are_optimizer_steps_and_windows_end_at_them(tmp_path, capsys):
     assert report["provenance"]["intra_op_threads"] == torch.get_num_threads() > 0
 
 
+OWN_OPTIMIZER = """\
+import torch
+w = torch.randn(8, 2, device="sim", requires_grad=True)
+for i in range(5):
+    loss = (torch.randn(16, 8).to("sim") @ w).pow(2).mean()
+    loss.backward()
+    with torch.no_grad():  # an optimizer of the program's own, not a torch.optim.Optimizer
+        w -= 0.1 * w.grad
+        w.grad = None
+"""
+
+
+def test_steps_from_backward_for_a_program_with_an_optimizer_of_its_own(tmp_path):
+    out = tmp_path / "r.json"
+    prog = _script(tmp_path, OWN_OPTIMIZER)
+    assert run(["--out", str(out), "--", prog]) == 0
+    assert "steps" not in _report(out)  # no torch.optim step: no step found
+    assert run(["--steps-from", "backward", "--out", str(out), "--", prog]) == 0
+    r = _report(out)
+    steps = r["steps"]
+    assert steps["measured_steps"] == 4  # 5 backward passes, --skip-steps 1
+    # per step: the batch's blocking H2D copy, and no other sync
+    assert steps["per_step"]["h2d.count"] == 1 and steps["per_step"]["sync.count"] == 1
+    assert r["_scenario"]["measured_window"].startswith("one window per backward pass")
+    assert r["_scenario"]["config"]["steps_from"] == "backward"
+
+
 NESTED = """\
 import json, sys, torch, harness_sim
 model = torch.nn.Linear(8, 2).to("sim")
