@@ -286,6 +286,9 @@ PYBIND11_MODULE(_C, m) {
   m.def("serve_cuda", &python::serve_cuda,
         "sim serves the CUDA device type too: CUDA tensors are sim's (run --as-cuda)");
   m.def("serves_cuda", &sim::serves_cuda);
+  m.def("cuda_kernel_ops", &sim::cuda_kernel_ops, "The ops with a kernel at the CUDA key");
+  m.def("take_over_cuda_kernels", &sim::take_over_cuda_kernels, py::arg("ops"),
+        "The CUDA kernels of `ops` (a library's, loaded since serve_cuda()) run sim's instead");
   m.def("resize_storage", [](py::object storage, int64_t nbytes) {
     TORCH_CHECK(nbytes >= 0, "resize_: a storage's size must be >= 0, got ", nbytes);
     const c10::Storage& s = THPStorage_Unpack(storage.ptr());

@@ -177,6 +177,21 @@ def _cuda_storage_on_sim(cls, *args, device=None, **kwargs):
     return torch.tensor(list(args[0]), dtype=torch.uint8).to(device).untyped_storage()
 
 
+def _taking_over_cuda_kernels(load):
+    """`load` (of a native library), after which the CUDA kernels it registered are sim's."""
+
+    @functools.wraps(load)
+    def load_then_take_over(*args, **kwargs):
+        before = set(_C.cuda_kernel_ops())
+        result = load(*args, **kwargs)
+        new = sorted(set(_C.cuda_kernel_ops()) - before)
+        if new:
+            _C.take_over_cuda_kernels(new)
+        return result
+
+    return load_then_take_over
+
+
 class AsCuda:
     """Installs ``--as-cuda`` for the program's run and takes it away afterwards. Where sim serves
     the CUDA device type itself (``_device.SERVES_CUDA``), nothing maps "cuda": tensors are CUDA
@@ -270,6 +285,14 @@ class AsCuda:
         # UntypedStorage(n, device="cuda") allocates with CUDA's caching allocator directly
         # (Storage.cpp), as storage.clone() and a module's deepcopy do: sim's memory instead.
         self._set(torch.UntypedStorage, "__new__", staticmethod(_cuda_storage_on_sim))
+        # A library of custom ops loaded from now on (torch.ops.load_library, or an extension
+        # module imported: torchvision's nms, an extension's) brings CUDA kernels of its own: sim
+        # takes over those it registered, as it took over libtorch_cuda's. (Kernels Python code
+        # registers with torch.library stay: they are composites of torch's ops.)
+        self._set(torch.ops, "load_library", _taking_over_cuda_kernels(torch.ops.load_library))
+        import importlib.machinery as machinery
+        self._set(machinery.ExtensionFileLoader, "exec_module",
+                  _taking_over_cuda_kernels(machinery.ExtensionFileLoader.exec_module))
 
     def _install_surface(self) -> None:
         """Every row of the table that has a stand-in: in its module, and in torch.cuda's

@@ -192,8 +192,20 @@ class _MemoryFraction:
 class Stream:
     """``torch.cuda.Stream`` on sim: one stream, in order; ``synchronize`` is a counted sync."""
 
+    # What torch.Stream has: its id, device index and device type (c10's DeviceType number:
+    # CUDA 1, PrivateUse1 20), as FSDP2 of torch 2.15 passes them to an op (record_grad_output_stream).
+    stream_id = 0
+
     def __init__(self, device=None, priority=0, **kwargs):
         self.device = torch.device(DEVICE_TYPE, torch.sim.current_device())
+
+    @property
+    def device_index(self) -> int:
+        return self.device.index
+
+    @property
+    def device_type(self) -> int:
+        return 1 if self.device.type == "cuda" else 20
 
     def synchronize(self):
         torch.sim.synchronize()

@@ -164,3 +164,14 @@ def test_ops_and_hidden_syncs_pinned_on_sim_hold_on_cuda_tensors(tmp_path):
                        stdin=subprocess.DEVNULL)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert " failed" not in r.stdout and " passed" in r.stdout
+
+
+def test_a_custom_op_library_loaded_later_runs_on_sim(tmp_path):
+    # torchvision loads its ops' library (CUDA kernels of its own) after sim serves CUDA: they are
+    # taken over as libtorch_cuda's were, each its CPU kernel on the host
+    if importlib.util.find_spec("torchvision") is None:
+        pytest.skip("needs torchvision (python/requirements-extra-torch2.11.txt)")
+    out = tmp_path / "tv.json"
+    facts = _result(_run_device_cuda(tmp_path, PROGRAMS / "torchvision_ops_cuda.py",
+                                     out=out).stdout)
+    assert facts == {"device": "cuda:0", "nms_as_cpu": True, "roi_align_as_cpu": True}

@@ -121,8 +121,8 @@ std::once_flag g_defaults_once;
 std::deque<at::Generator>* g_defaults = nullptr;  // one per sim device, never destroyed
 
 SimCudaGenerator* sim_cuda_generator(const at::Generator& g) {
-  return g.defined() && g.device().is_cuda() ? dynamic_cast<SimCudaGenerator*>(g.unsafeGetGeneratorImpl())
-                                             : nullptr;
+  if (!g.defined() || !g.device().is_cuda()) return nullptr;
+  return dynamic_cast<SimCudaGenerator*>(g.unsafeGetGeneratorImpl());
 }
 
 // The largest numel among the op's tensor arguments and results: what its kernel generates.
@@ -164,12 +164,12 @@ CudaRandomDraw::CudaRandomDraw(const c10::FunctionSchema& schema, torch::jit::St
       generator_arg = static_cast<int>(i);
     }
   }
+  const bool named = generator_arg >= 0 && args[generator_arg].isGenerator();
   at::Generator device_generator =
-      generator_arg >= 0 && args[generator_arg].isGenerator() ? args[generator_arg].toGenerator()
-                                                              : default_cuda_generator(device.index());
+      named ? args[generator_arg].toGenerator() : default_cuda_generator(device.index());
   SimCudaGenerator* philox = sim_cuda_generator(device_generator);
-  TORCH_CHECK(philox != nullptr, schema.name(), ": expected a CUDA generator for a CUDA tensor, got ",
-              device_generator.device().str());
+  TORCH_CHECK(philox != nullptr, schema.name(), ": expected a CUDA generator for a CUDA tensor, ",
+              "got ", device_generator.device().str());
   bool wide = false;
   for (size_t i = 0; i < n; ++i) {
     if (args[i].isTensor()) wide = wide || args[i].toTensor().scalar_type() == at::kDouble;

@@ -18,6 +18,9 @@
 // See DESIGN.md, "The counting contract", and docs/how-it-works.md.
 #include <c10/core/Device.h>
 
+#include <string>
+#include <vector>
+
 #include "harness/instrument/memory_ledger.h"
 
 namespace at {
@@ -49,6 +52,12 @@ bool is_initialized() noexcept;
 // CUDA tensor cannot coexist with it.
 void serve_cuda();
 bool serves_cuda() noexcept;
+// The ops with a kernel at the CUDA dispatch key ("ns::name.overload"), and, under serve_cuda(),
+// the CUDA kernels of `ops` (those a library loaded since registered: a custom op library's, such
+// as torchvision's nms) taken over as libtorch_cuda's were: each runs sim's fallback (its CPU
+// kernel on the host, one launch) or is refused by name. Returns how many it took over.
+std::vector<std::string> cuda_kernel_ops();
+int take_over_cuda_kernels(const std::vector<std::string>& ops);
 
 int device_count() noexcept;
 c10::Device device(int index = 0);

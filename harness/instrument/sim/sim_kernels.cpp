@@ -33,6 +33,7 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -502,22 +503,29 @@ torch::Library* keep(torch::Library* library) {
   return library;
 }
 
-// Under serve_cuda(): every op libtorch_cuda has a CUDA kernel for runs sim's fallback instead (one
-// launch, its CPU kernel on host aliases), or is refused by name where CPU has no kernel; the
-// kernels register_kernels() registers next replace these where sim has its own. (An op whose
+// Under serve_cuda(): every op with a CUDA kernel -- libtorch_cuda's aten ops, and those of op
+// libraries loaded later (torchvision's nms, a custom extension's) -- runs sim's fallback instead
+// (one launch, its CPU kernel on host aliases), or is refused by name where CPU has no kernel; the
+// kernels register_kernels() registers next replace aten's where sim has its own. (An op whose
 // only kernel is composite has none at the CUDA key: it runs torch's composite, whose ops come
 // back here.) The dispatcher warns once that kernels are overridden: that is the point here.
-void override_cuda_kernels() {
+namespace {
+
+void take_over(const std::vector<c10::OperatorName>& names) {
   c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
-  auto* impls = keep(new torch::Library(torch::Library::IMPL, "aten",
-                                        c10::DispatchKey::CUDA, __FILE__, __LINE__));
   c10::WarningUtils::WarningHandlerGuard quiet(&g_ignore_warnings);
-  for (const c10::OperatorName& name :
-       dispatcher.getRegistrationsForDispatchKey(c10::DispatchKey::CUDA)) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
+  std::map<std::string, torch::Library*> by_namespace;
+  for (const c10::OperatorName& name : names) {
+    const size_t colons = name.name.find("::");
     const auto op = dispatcher.findOp(name);
-    if (!op) continue;
-    std::string qualified = name.name.substr(6);
+    if (colons == std::string::npos || !op) continue;
+    const std::string ns = name.name.substr(0, colons);
+    torch::Library*& impls = by_namespace[ns];
+    if (impls == nullptr) {
+      impls = keep(new torch::Library(torch::Library::IMPL, ns, c10::DispatchKey::CUDA,
+                                      __FILE__, __LINE__));
+    }
+    std::string qualified = name.name.substr(colons + 2);
     if (!name.overload_name.empty()) qualified += "." + name.overload_name;
     impls->impl(qualified.c_str(),
                 op->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)  // own or composite
@@ -526,9 +534,48 @@ void override_cuda_kernels() {
   }
 }
 
+// libtorch_cuda's aten kernels. (Its other namespaces stay: c10d's CUDA kernels hand a
+// collective to the process group's backend for the device, which is sim's.)
+std::vector<c10::OperatorName> aten_cuda_kernel_ops() {
+  std::vector<c10::OperatorName> names;
+  for (const c10::OperatorName& name :
+       c10::Dispatcher::singleton().getRegistrationsForDispatchKey(c10::DispatchKey::CUDA)) {
+    if (name.name.rfind("aten::", 0) == 0) names.push_back(name);
+  }
+  return names;
+}
+
+std::string qualified_name(const c10::OperatorName& name) {
+  return name.overload_name.empty() ? name.name : name.name + "." + name.overload_name;
+}
+
+}  // namespace
+
+std::vector<std::string> cuda_kernel_ops() {
+  std::vector<std::string> names;
+  for (const c10::OperatorName& name :
+       c10::Dispatcher::singleton().getRegistrationsForDispatchKey(c10::DispatchKey::CUDA)) {
+    names.push_back(qualified_name(name));
+  }
+  return names;
+}
+
+int take_over_cuda_kernels(const std::vector<std::string>& ops) {
+  TORCH_CHECK(serves_cuda(), "take_over_cuda_kernels() before serve_cuda()");
+  std::vector<c10::OperatorName> names;
+  for (const std::string& op : ops) {
+    const size_t dot = op.find('.', op.find("::") == std::string::npos ? 0 : op.find("::"));
+    names.push_back(dot == std::string::npos
+                        ? c10::OperatorName(op, "")
+                        : c10::OperatorName(op.substr(0, dot), op.substr(dot + 1)));
+  }
+  take_over(names);
+  return static_cast<int>(names.size());
+}
+
 void register_kernels(c10::DispatchKey backend) {
   const bool cuda = backend == c10::DispatchKey::CUDA;
-  if (cuda) override_cuda_kernels();
+  if (cuda) take_over(aten_cuda_kernel_ops());
   c10::WarningUtils::WarningHandlerGuard quiet(cuda ? &g_ignore_warnings
                                                     : c10::WarningUtils::get_warning_handler());
   // torch::Library objects live for the rest of the process (the registrations with them).
@@ -586,7 +633,7 @@ void register_kernels(c10::DispatchKey backend) {
   register_cuda_out_dtype(backend);
   if (cuda) {
     // The ops below (CUDA kernels beside composites, foreach, structured) all have a CUDA kernel
-    // of libtorch_cuda's, overridden by override_cuda_kernels(); torch's own CUDA-side code
+    // of libtorch_cuda's, overridden by take_over_cuda_kernels(); torch's own CUDA-side code
     // (Autograd and Autocast CUDA, the conjugate and negative bits) serves CUDA tensors. An op
     // with no kernel for CUDA at all (a CPU-only op) runs as it runs on sim.
     auto* fallbacks =
