@@ -1,0 +1,363 @@
+"""Program sweep: the training frameworks people use, installed from PyPI at pinned versions, each
+running its own training entry point unchanged under ``python -m harness_sim run --as-cuda`` on a
+tiny configuration with generated data (the OpInfo sweep's counterpart for programs; issue 51).
+
+Each framework gets a side environment, made once per machine on top of the pinned one: a virtual
+environment whose ``.pth`` file reaches the pinned environment's site-packages (so torch and
+harness_sim are the pinned ones), into which pip installs the framework with ``torch==<pinned>``
+as a constraint: pip never replaces torch, and the environment is checked to still import the
+pinned torch before it is used. The drivers in ``program_sweep/`` hold only what is ours, a
+configuration and generated data; the training code is the framework's, as installed.
+
+For each program: whether it ran unchanged (run exited 0 and wrote a report) or its first failure
+line; launches, syncs, H2D and D2H per counted step; its sync and copy sites by line (the
+framework's frames); the wall time under run, and of the same command with plain ``python`` on
+this machine (no GPU: the framework takes its CPU path).
+
+    scripts/program_sweep.sh [--only NAME,...] [--json OUT.json] [--markdown OUT.md] [--no-cpu]
+        [--compare-map]
+
+Progress goes to stderr, one line per program. Exit status 0 when the sweep ran (whatever the
+programs did), 2 on bad arguments.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import time
+import venv
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+DRIVERS = HERE / "program_sweep"
+RUN_TIMEOUT_S = 900
+INSTALL_TIMEOUT_S = 1800
+# What the programs must not reach for: no hub, no telemetry, no experiment tracker.
+QUIET_ENV = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+             "WANDB_MODE": "disabled", "HF_HUB_DISABLE_TELEMETRY": "1", "YOLO_OFFLINE": "1",
+             "TOKENIZERS_PARALLELISM": "false", "PYTHONUNBUFFERED": "1"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Program:
+    name: str                 # the sweep's name for it
+    framework: str            # the PyPI distribution whose version the table gives
+    requirements: tuple       # what pip installs into the side environment (pinned)
+    entry: str                # the framework's entry point that trains
+    driver: str               # program_sweep/<driver>: our configuration and data
+    args: tuple = ()
+    run_options: tuple = ()   # run's own options (what ends a step)
+
+
+PROGRAMS = (
+    Program("timm", "timm", ("timm==1.0.31",),
+            "create_model, Mixup, NativeScaler (AMP), ModelEmaV3, channels_last, in train.py's loop",
+            "timm_loop.py"),
+    Program("sb3-ppo", "stable-baselines3", ("stable-baselines3==2.9.2",),
+            "PPO('MlpPolicy', 'CartPole-v1').learn", "sb3.py", ("ppo",)),
+    Program("sb3-sac", "stable-baselines3", ("stable-baselines3==2.9.2",),
+            "SAC('MlpPolicy', 'Pendulum-v1').learn", "sb3.py", ("sac",)),
+    Program("ignite", "pytorch-ignite", ("pytorch-ignite==0.5.5",),
+            "create_supervised_trainer (AMP, GradScaler) + evaluator with metrics",
+            "ignite_trainer.py"),
+    # Keras's optimizer is its own (not a torch.optim.Optimizer): a step ends with its backward
+    Program("keras", "keras", ("keras==3.15.1",), "Model.fit on the torch backend",
+            "keras_fit.py", run_options=("--steps-from", "backward")),
+    Program("peft-lora", "peft", ("peft==0.21.2",),
+            "get_peft_model(LoRA) + transformers Trainer, bf16", "peft_lora.py"),
+    Program("trl-sft", "trl", ("trl==1.16.0",), "SFTTrainer, bf16", "trl_sft.py"),
+    Program("sentence-transformers", "sentence-transformers",
+            ("sentence-transformers==6.2.0", "datasets==5.2.0"),
+            "SentenceTransformerTrainer, MultipleNegativesRankingLoss, bf16",
+            "sentence_transformers_fit.py"),
+    Program("diffusers-fp16", "diffusers", ("diffusers==0.42.1",),
+            "UNet2DModel + DDPMScheduler + EMAModel, Accelerate fp16 (train_unconditional's loop)",
+            "diffusers_ddpm.py", ("fp16",)),
+    Program("ultralytics", "ultralytics", ("ultralytics==8.4.190",),
+            "`yolo train` (YOLOv8n from its config), AMP", "ultralytics_yolo.py"),
+    Program("diffusers-bf16", "diffusers", ("diffusers==0.42.1",),
+            "as above, Accelerate bf16", "diffusers_ddpm.py", ("bf16",)),
+)
+
+
+# ----------------------------------------------------------------------------------------------
+# Side environments
+
+
+def _cache_root() -> Path:
+    return Path(os.environ.get("HARNESS_CACHE", "/var/cache/harness")) / "python"
+
+
+def _pinned_torch(python: str) -> str:
+    return subprocess.run([python, "-c", "import torch; print(torch.__version__)"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+
+
+def side_environment(program: Program, log) -> str:
+    """The Python of `program`'s side environment, made (once) if it is not there: the pinned
+    environment's packages reachable through a .pth file, the framework installed by pip with
+    torch held at the pinned version."""
+    torch_version = _pinned_torch(sys.executable)
+    key = hashlib.sha256(json.dumps([sys.executable, torch_version, program.requirements])
+                         .encode()).hexdigest()[:12]
+    root = _cache_root() / f"sweep-{program.framework}-{key}"
+    python = root / "bin" / "python"
+    ready = root / ".ready"
+    if ready.exists():
+        return str(python)
+    log(f"making {root} ({', '.join(program.requirements)})")
+    venv.EnvBuilder(with_pip=True, clear=True).create(root)
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    Path(site, "_harness_pinned.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    constraints = root / "constraints.txt"
+    constraints.write_text(f"torch=={torch_version.split('+')[0]}\n")
+    pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                          "-c", str(constraints), *program.requirements],
+                         capture_output=True, text=True, timeout=INSTALL_TIMEOUT_S)
+    if pip.returncode != 0:
+        raise RuntimeError(f"pip could not install {', '.join(program.requirements)}: "
+                           f"{_last_line(pip.stderr)}")
+    if _pinned_torch(str(python)) != torch_version:
+        raise RuntimeError(f"the side environment's torch is not the pinned {torch_version}")
+    ready.write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"))
+    return str(python)
+
+
+def _version_of(python: str, distribution: str) -> str:
+    r = subprocess.run([python, "-c", "import sys; from importlib.metadata import version; "
+                        f"print(version({distribution!r}))"], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else "?"
+
+
+# ----------------------------------------------------------------------------------------------
+# Running a program
+
+
+@dataclasses.dataclass
+class Outcome:
+    name: str
+    framework: str
+    version: str
+    entry: str
+    unchanged: bool = False
+    failure: str = ""
+    measured_steps: int = 0
+    per_step: dict = dataclasses.field(default_factory=dict)
+    sync_sites: list = dataclasses.field(default_factory=list)
+    copy_sites: list = dataclasses.field(default_factory=list)
+    seconds_run: float | None = None
+    seconds_cpu: float | None = None
+    cpu_failure: str = ""
+    mapped: str = ""          # with HARNESS_SIM_AS_CUDA=map (--compare-map): how it went
+
+
+def _last_line(text: str, limit: int = 240) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    line = lines[-1] if lines else "(no output)"
+    return line if len(line) <= limit else line[:limit - 3] + "..."
+
+
+_EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b[^:]*:")
+
+
+def _first_failure(stderr: str) -> str:
+    """The line that says why a program failed: run's own error, else the exception's line (the
+    last one, where a traceback ends), else the last line."""
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith("python -m harness_sim run: error"):
+            return line
+    for line in reversed(lines):
+        if _EXCEPTION_LINE.match(line):
+            return line[:240]
+    return _last_line(stderr)
+
+
+def _steps(report: Path) -> dict | None:
+    """The report's counted steps (None when run found no step boundary in the program)."""
+    (scenario,) = json.loads(report.read_text())["scenarios"]
+    return {v["name"]: v for v in scenario["variants"]}.get("steps")
+
+
+def run_program(program: Program, python: str, cpu: bool, compare_map: bool = False) -> Outcome:
+    outcome = Outcome(program.name, program.framework, _version_of(python, program.framework),
+                      program.entry)
+    env = {**os.environ, **QUIET_ENV,
+           "PYTHONPATH": os.pathsep.join([str(DRIVERS), os.environ.get("PYTHONPATH", "")])}
+    env.pop("HARNESS_SIM_AS_CUDA", None)
+    driver = [str(DRIVERS / program.driver), *program.args]
+    with tempfile.TemporaryDirectory(prefix=f"sweep-{program.name}-") as work:
+        report = Path(work) / "report.json"
+        start = time.monotonic()
+        r = _run([python, "-m", "harness_sim", "run", "--as-cuda", *program.run_options,
+                  "--out", str(report), "--", *driver], work, env)
+        outcome.seconds_run = round(time.monotonic() - start, 1)
+        if r.returncode == 0 and report.exists():
+            outcome.unchanged = True
+            steps = _steps(report)
+            if steps is None:
+                outcome.failure = "no training step found (run counted the program as a whole)"
+            else:
+                _read_report(outcome, steps)
+        else:
+            outcome.failure = f"exit {r.returncode}: {_first_failure(r.stderr)}"
+        if compare_map:
+            outcome.mapped = _mapped(program, python, driver, work, env)
+        if cpu:
+            start = time.monotonic()
+            plain = _run([python, *driver], work, env)
+            outcome.seconds_cpu = round(time.monotonic() - start, 1)
+            if plain.returncode != 0:
+                outcome.cpu_failure = f"exit {plain.returncode}: {_first_failure(plain.stderr)}"
+    return outcome
+
+
+def _mapped(program: Program, python: str, driver: list, work: str, env: dict) -> str:
+    """The same run with CUDA's names mapped to sim instead (HARNESS_SIM_AS_CUDA=map): whether
+    the program ran, and its syncs per step; or its failure."""
+    report = Path(work) / "mapped.json"
+    r = _run([python, "-m", "harness_sim", "run", "--as-cuda", *program.run_options, "--out",
+              str(report), "--", *driver], work, {**env, "HARNESS_SIM_AS_CUDA": "map"})
+    if r.returncode != 0 or not report.exists():
+        return f"no: exit {r.returncode}: {_first_failure(r.stderr)}"
+    steps = _steps(report)
+    syncs = steps["per_step"].get("sync.count") if steps else None
+    return f"yes, {_figure(syncs)} syncs/step"
+
+
+def _run(cmd: list, cwd: str, env: dict) -> subprocess.CompletedProcess:
+    try:
+        return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
+                              timeout=RUN_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as e:
+        return subprocess.CompletedProcess(cmd, 124, e.stdout or "",
+                                           f"timed out after {RUN_TIMEOUT_S} s")
+
+
+def _read_report(outcome: Outcome, steps: dict) -> None:
+    outcome.measured_steps = steps["measured_steps"]
+    outcome.per_step = {k: steps["per_step"].get(f"{k}.count")
+                        for k in ("launch", "sync", "h2d", "d2h")}
+    outcome.sync_sites = [(s["count"], s["op"], s["reason"], s["frame"])
+                          for s in steps.get("sync_sites", [])]
+    outcome.copy_sites = [(c["count"], c["kind"], c["how"], c["frame"])
+                          for c in steps.get("copy_sites", [])]
+
+
+# ----------------------------------------------------------------------------------------------
+# The table
+
+
+def _figure(value) -> str:
+    """A count as it is, a mean to two decimals."""
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.2f}".rstrip("0").rstrip(".")
+    return str(value)
+
+
+def render_markdown(outcomes: list[Outcome], torch_version: str) -> str:
+    ran = sum(o.unchanged for o in outcomes)
+    lines = [f"{ran} of {len(outcomes)} programs ran unchanged under `run --as-cuda` "
+             f"(torch {torch_version}).", "",
+             "| program | framework | entry point | unchanged | steps | launches / step | "
+             "syncs / step | H2D / step | D2H / step | run s | plain CPU s | with the mapping |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for o in outcomes:
+        p = o.per_step
+        lines.append(
+            f"| {o.name} | {o.framework} {o.version} | {o.entry} | "
+            f"{('yes' + (' (' + o.failure + ')' if o.failure else '')) if o.unchanged else 'no: ' + o.failure.replace('|', '/')} | "
+            f"{o.measured_steps or '-'} | {_figure(p.get('launch'))} | {_figure(p.get('sync'))} | "
+            f"{_figure(p.get('h2d'))} | {_figure(p.get('d2h'))} | {_figure(o.seconds_run)} | "
+            f"{_figure(o.seconds_cpu)}{' (failed: ' + o.cpu_failure + ')' if o.cpu_failure else ''} | "
+            f"{o.mapped.replace('|', '/') or '-'} |")
+    lines += ["", "Sync and copy sites in the counted steps, by line:", ""]
+    for o in outcomes:
+        if not (o.sync_sites or o.copy_sites):
+            continue
+        lines.append(f"- **{o.name}**:")
+        for count, op, reason, frame in o.sync_sites:
+            lines.append(f"  - {count} x sync `{op}` ({reason}) at `{frame}`")
+        for count, kind, how, frame in o.copy_sites:
+            lines.append(f"  - {count} x {how} {kind} copy at `{frame}`")
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line
+
+
+def _parse(argv) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="program_sweep.py", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="comma-separated program names (default: every one)")
+    parser.add_argument("--json", help="write the outcomes as JSON here")
+    parser.add_argument("--markdown", help="write the table as Markdown here")
+    parser.add_argument("--no-cpu", action="store_true",
+                        help="do not time the same command with plain python")
+    parser.add_argument("--compare-map", action="store_true",
+                        help="run each program again with HARNESS_SIM_AS_CUDA=map (CUDA's names "
+                             "mapped to sim) and give how it went")
+    parser.add_argument("--list", action="store_true", help="list the programs and exit")
+    return parser.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    try:
+        args = _parse(argv)
+    except SystemExit as e:
+        return 0 if not e.code else 2
+    if args.list:
+        for p in PROGRAMS:
+            print(f"{p.name:12} {' '.join(p.requirements):32} {p.entry}")
+        return 0
+    chosen = list(PROGRAMS)
+    if args.only:
+        names = [n.strip() for n in args.only.split(",") if n.strip()]
+        unknown = sorted(set(names) - {p.name for p in PROGRAMS})
+        if unknown:
+            print(f"program_sweep.py: error: no program named {', '.join(unknown)} "
+                  f"(--list names them)", file=sys.stderr)
+            return 2
+        chosen = [p for p in PROGRAMS if p.name in names]
+    outcomes = []
+    for i, program in enumerate(chosen, start=1):
+        def log(message, _i=i, _p=program):
+            print(f"[{_i}/{len(chosen)}] {_p.name}: {message}", file=sys.stderr, flush=True)
+        try:
+            python = side_environment(program, log)
+        except (RuntimeError, subprocess.SubprocessError) as e:
+            outcome = Outcome(program.name, program.framework, "-", program.entry,
+                              failure=f"not installed: {e}")
+        else:
+            outcome = run_program(program, python, cpu=not args.no_cpu,
+                                  compare_map=args.compare_map)
+        outcomes.append(outcome)
+        per = outcome.per_step
+        log("ran unchanged: " + (", ".join(f"{k} {_figure(v)}/step" for k, v in per.items())
+                                 or outcome.failure)
+            + f" ({outcome.seconds_run} s; plain CPU {outcome.seconds_cpu} s)"
+            if outcome.unchanged else f"FAILED: {outcome.failure}")
+    torch_version = _pinned_torch(sys.executable)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"torch": torch_version, "programs": [
+            dataclasses.asdict(o) for o in outcomes]}, indent=1) + "\n")
+    if args.markdown:
+        Path(args.markdown).write_text(render_markdown(outcomes, torch_version))
+    print(f"program_sweep: {sum(o.unchanged for o in outcomes)} of {len(outcomes)} ran unchanged",
+          file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
