@@ -20,7 +20,9 @@
 //   step        a training step of resume_adam fresh/foreach at the small preset: forward,
 //               backward, foreach Adam, with the runtime's Trainer
 // Run: ./build/benchmarks/sim_speed [--rounds N] [--json FILE] [--case NAME]... [--no-counting]
-// (--no-counting: sim without a collector, what the sim costs apart from counting). Targets (issue
+// [--as-cuda] (--no-counting: sim without a collector, what the sim costs apart from counting;
+// --as-cuda: the op cases on CUDA tensors, sim serving CUDA as under `run --as-cuda`; the step
+// case, whose runtime picks its own device, is not run then). Targets (issue
 // 26): a step within 1.25x of the CPU, each op within 1.5x. Not a test: timings on a shared machine
 // are noisy.
 #include <ATen/ATen.h>
@@ -40,6 +42,7 @@
 
 #include "harness/instrument/collector.h"
 #include "harness/instrument/memory_ledger.h"
+#include "harness/instrument/sim/sim_device.h"
 #include "harness/report/compare/statistics.h"
 #include "harness/runtime/device.h"
 #include "harness/runtime/optim/adam.h"
@@ -174,7 +177,7 @@ std::unique_ptr<Case> op_case(const std::string& name, const c10::Device& device
 }
 
 int usage(const char* why) {
-  std::fprintf(stderr, "sim_speed: %s\nusage: sim_speed [--rounds N] [--steps N] [--json FILE] [--case NAME]... [--no-counting]\n",
+  std::fprintf(stderr, "sim_speed: %s\nusage: sim_speed [--rounds N] [--steps N] [--json FILE] [--case NAME]... [--no-counting] [--as-cuda]\n",
                why);
   return 2;
 }
@@ -187,6 +190,7 @@ int main(int argc, char** argv) {
   std::optional<std::string> json_path;
   std::vector<std::string> only;  // --case: these cases only (for a profile of one)
   bool counting_on = true;        // --no-counting: the sim alone, what it costs apart from counting
+  bool as_cuda = false;           // --as-cuda: the op cases on CUDA tensors sim serves
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (!std::strcmp(argv[i], "--rounds") && has_value) {
@@ -197,6 +201,8 @@ int main(int argc, char** argv) {
       json_path = argv[++i];
     } else if (!std::strcmp(argv[i], "--no-counting")) {
       counting_on = false;
+    } else if (!std::strcmp(argv[i], "--as-cuda")) {
+      as_cuda = true;
     } else if (!std::strcmp(argv[i], "--case") && has_value) {
       only.push_back(argv[++i]);
     } else {
@@ -209,6 +215,8 @@ int main(int argc, char** argv) {
   harness::memory::install_host_counting();
   const harness::runtime::DeviceSelection cpu = harness::runtime::select_device("cpu");
   const harness::runtime::DeviceSelection sim = harness::runtime::select_device("sim");
+  if (as_cuda) harness::sim::serve_cuda();
+  const c10::Device sim_ops = as_cuda ? c10::Device(c10::DeviceType::CUDA, 0) : sim.device(0);
 
   const std::vector<std::string> names = {"add_",   "mm",   "foreach", "item", "layer_norm",
                                           "conv2d", "lstm", "sdpa",    "step"};
@@ -224,9 +232,9 @@ int main(int argc, char** argv) {
   for (const char* name :
        {"add_", "mm", "foreach", "item", "layer_norm", "conv2d", "lstm", "sdpa"}) {
     if (!wanted(name)) continue;
-    rows.push_back({name, op_case(name, cpu.device(0)), op_case(name, sim.device(0)), {}, {}});
+    rows.push_back({name, op_case(name, cpu.device(0)), op_case(name, sim_ops), {}, {}});
   }
-  if (wanted("step")) {
+  if (wanted("step") && !as_cuda) {
     rows.push_back({"step", std::make_unique<StepCase>(cpu, steps),
                     std::make_unique<StepCase>(sim, steps), {}, {}});
   }
