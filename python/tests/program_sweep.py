@@ -2,11 +2,13 @@
 running its own training entry point unchanged under ``python -m harness_sim run --as-cuda`` on a
 tiny configuration with generated data (the OpInfo sweep's counterpart for programs; issue 51).
 
-Each framework gets a side environment, made once per machine on top of the pinned one: a virtual
-environment whose ``.pth`` file reaches the pinned environment's site-packages (so torch and
-harness_sim are the pinned ones), into which pip installs the framework with ``torch==<pinned>``
-as a constraint: pip never replaces torch, and the environment is checked to still import the
-pinned torch before it is used. The drivers in ``program_sweep/`` hold only what is ours, a
+Each framework gets a side environment, made once per machine from the pinned one: a virtual
+environment holding the pinned torch and harness_sim (and what they require), their files
+hard-linked (``scripts/lib/torch_only_venv.py``), into which pip installs the framework and every
+other dependency fresh from PyPI with ``torch==<pinned>`` as a constraint: pip never replaces
+torch (the environment is checked to import the pinned torch before it is used), and a framework
+pinning an older release of a library than the pinned environment has (LitGPT's
+huggingface_hub) gets its own. The drivers in ``program_sweep/`` hold only what is ours, a
 configuration and generated data; the training code is the framework's, as installed.
 
 For each program: whether it ran unchanged (run exited 0 and wrote a report) or its first failure
@@ -28,16 +30,20 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
-import venv
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DRIVERS = HERE / "program_sweep"
+REPO = HERE.parents[1]
+sys.path.insert(0, str(REPO / "scripts" / "lib"))
+import torch_only_venv  # noqa: E402
+# What a side environment takes from the pinned one; the rest comes from PyPI.
+PINNED_ROOTS = torch_only_venv.ROOTS + ("harness-sim",)
 RUN_TIMEOUT_S = 900
 INSTALL_TIMEOUT_S = 1800
 # What the programs must not reach for: no hub, no telemetry, no experiment tracker.
@@ -57,6 +63,10 @@ class Program:
     run_options: tuple = ()   # run's own options (what ends a step)
 
 
+# The Hugging Face releases the pinned environment has (python/requirements-extra.txt), for the
+# frameworks built on them; each framework's other dependencies are what pip resolves.
+HF = ("transformers==5.24.0", "accelerate==1.15.0")
+
 PROGRAMS = (
     Program("timm", "timm", ("timm==1.0.31",),
             "create_model, Mixup, NativeScaler (AMP), ModelEmaV3, channels_last, in train.py's loop",
@@ -71,19 +81,24 @@ PROGRAMS = (
     # Keras's optimizer is its own (not a torch.optim.Optimizer): a step ends with its backward
     Program("keras", "keras", ("keras==3.15.1",), "Model.fit on the torch backend",
             "keras_fit.py", run_options=("--steps-from", "backward")),
-    Program("peft-lora", "peft", ("peft==0.21.2",),
+    Program("peft-lora", "peft", ("peft==0.21.2", *HF),
             "get_peft_model(LoRA) + transformers Trainer, bf16", "peft_lora.py"),
-    Program("trl-sft", "trl", ("trl==1.16.0",), "SFTTrainer, bf16", "trl_sft.py"),
+    Program("trl-sft", "trl", ("trl==1.16.0", *HF, "datasets==5.2.0"), "SFTTrainer, bf16",
+            "trl_sft.py"),
     Program("sentence-transformers", "sentence-transformers",
-            ("sentence-transformers==6.2.0", "datasets==5.2.0"),
+            ("sentence-transformers==6.2.0", *HF, "datasets==5.2.0"),
             "SentenceTransformerTrainer, MultipleNegativesRankingLoss, bf16",
             "sentence_transformers_fit.py"),
-    Program("diffusers-fp16", "diffusers", ("diffusers==0.42.1",),
+    Program("diffusers-fp16", "diffusers", ("diffusers==0.42.1", "accelerate==1.15.0"),
             "UNet2DModel + DDPMScheduler + EMAModel, Accelerate fp16 (train_unconditional's loop)",
             "diffusers_ddpm.py", ("fp16",)),
+    # requests: litgpt/utils.py needs it to read its config and does not require it
+    Program("litgpt-lora", "litgpt", ("litgpt==0.5.13", "requests==2.34.2"),
+            "`litgpt finetune_lora` (Pythia-14m's config, random weights, a JSON dataset), bf16",
+            "litgpt_lora.py"),
     Program("ultralytics", "ultralytics", ("ultralytics==8.4.190",),
             "`yolo train` (YOLOv8n from its config), AMP", "ultralytics_yolo.py"),
-    Program("diffusers-bf16", "diffusers", ("diffusers==0.42.1",),
+    Program("diffusers-bf16", "diffusers", ("diffusers==0.42.1", "accelerate==1.15.0"),
             "as above, Accelerate bf16", "diffusers_ddpm.py", ("bf16",)),
 )
 
@@ -103,21 +118,20 @@ def _pinned_torch(python: str) -> str:
 
 def side_environment(program: Program, log) -> str:
     """The Python of `program`'s side environment, made (once) if it is not there: the pinned
-    environment's packages reachable through a .pth file, the framework installed by pip with
-    torch held at the pinned version."""
+    torch and harness_sim hard-linked, the framework and its other dependencies installed by pip
+    from PyPI with torch held at the pinned version."""
     torch_version = _pinned_torch(sys.executable)
-    key = hashlib.sha256(json.dumps([sys.executable, torch_version, program.requirements])
-                         .encode()).hexdigest()[:12]
+    key = hashlib.sha256(json.dumps([sys.executable, torch_version, PINNED_ROOTS,
+                                     program.requirements]).encode()).hexdigest()[:12]
     root = _cache_root() / f"sweep-{program.framework}-{key}"
     python = root / "bin" / "python"
-    ready = root / ".ready"
-    if ready.exists():
+    if (root / ".ready").exists():
+        _link_harness_sim(python)
         return str(python)
     log(f"making {root} ({', '.join(program.requirements)})")
-    venv.EnvBuilder(with_pip=True, clear=True).create(root)
-    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                          check=True, capture_output=True, text=True).stdout.strip()
-    Path(site, "_harness_pinned.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    if root.exists():
+        shutil.rmtree(root)  # an attempt that did not finish
+    torch_only_venv.make_venv(sys.executable, str(root), PINNED_ROOTS)
     constraints = root / "constraints.txt"
     constraints.write_text(f"torch=={torch_version.split('+')[0]}\n")
     pip = subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
@@ -128,8 +142,25 @@ def side_environment(program: Program, log) -> str:
                            f"{_last_line(pip.stderr)}")
     if _pinned_torch(str(python)) != torch_version:
         raise RuntimeError(f"the side environment's torch is not the pinned {torch_version}")
-    ready.write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"))
+    (root / ".ready").write_text(time.strftime("%Y-%m-%d %H:%M:%S\n"))
+    _link_harness_sim(python)
     return str(python)
+
+
+def _link_harness_sim(python: Path) -> None:
+    """harness_sim's files in the side environment linked again from the pinned one, which a
+    rebuild replaces (new files: the old links would keep the old build)."""
+    found = torch_only_venv.closure(sys.executable, ("harness-sim",))
+    site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
+                           "['purelib'])"], check=True, capture_output=True, text=True).stdout.strip()
+    for rel in found["dists"].get("harness-sim", []):
+        src = os.path.normpath(os.path.join(found["site"], rel))
+        if not src.startswith(found["site"] + os.sep) or not os.path.isfile(src):
+            continue
+        dst = os.path.join(site, os.path.relpath(src, found["site"]))
+        if os.path.lexists(dst):
+            os.remove(dst)
+        torch_only_venv.link_or_copy(src, dst)
 
 
 def _version_of(python: str, distribution: str) -> str:

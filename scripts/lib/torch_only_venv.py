@@ -14,13 +14,16 @@ import shutil
 import subprocess
 import sys
 
-# Run inside SOURCE's Python: every distribution in torch's requirement closure (markers
-# evaluated), plus setuptools and wheel, with the files each installed.
+# The distributions a torch-only environment starts from (with what each requires).
+ROOTS = ("torch", "setuptools", "wheel", "packaging")
+
+# Run inside SOURCE's Python with the roots as its argument (JSON): every distribution in their
+# requirement closure (markers evaluated), with the files each installed.
 CLOSURE = r"""
 import json, re, sys
 from importlib import metadata
 from packaging.requirements import Requirement
-wanted = [("torch", ()), ("setuptools", ()), ("wheel", ()), ("packaging", ())]
+wanted = [(root, ()) for root in json.loads(sys.argv[1])]
 seen, out = set(), {}
 while wanted:
     raw, extras = wanted.pop()
@@ -42,8 +45,9 @@ print(json.dumps({"site": [p for p in sys.path if p.endswith("site-packages")][0
 """
 
 
-def closure(source_python):
-    found = subprocess.run([source_python, "-c", CLOSURE], check=True, capture_output=True, text=True)
+def closure(source_python, roots=ROOTS):
+    found = subprocess.run([source_python, "-c", CLOSURE, json.dumps(list(roots))], check=True,
+                           capture_output=True, text=True)
     return json.loads(found.stdout)
 
 
@@ -55,15 +59,12 @@ def link_or_copy(src, dst):
         shutil.copy2(src, dst)
 
 
-def main(argv):
-    if len(argv) != 3:
-        sys.exit("usage: torch_only_venv.py SOURCE_PYTHON TARGET_DIR")
-    source_python, target = argv[1], argv[2]
-    if os.path.exists(target):
-        sys.exit(f"torch_only_venv.py: {target} exists; give a new folder")
-    found = closure(source_python)
+def make_venv(source_python, target, roots=ROOTS):
+    """A new virtual environment at `target` holding the distributions `roots` of SOURCE's and
+    what they require, their files hard-linked, and pip. Returns a line saying what it holds."""
+    found = closure(source_python, roots)
     if "torch" not in found["dists"]:
-        sys.exit(f"torch_only_venv.py: {source_python} has no torch")
+        raise RuntimeError(f"{source_python} has no torch")
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", target], check=True)
     site = subprocess.run([os.path.join(target, "bin", "python"), "-c",
                            "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
@@ -79,8 +80,20 @@ def main(argv):
     # pip itself, fresh from the bundled wheel (ensurepip), as `python -m venv` gives everyone.
     subprocess.run([os.path.join(target, "bin", "python"), "-m", "ensurepip", "--default-pip"],
                    check=True, capture_output=True)
-    print(f"{target}: {len(found['dists'])} distributions ({', '.join(sorted(found['dists']))}), "
-          f"{files} files linked from {found['site']}", file=sys.stderr)
+    return (f"{target}: {len(found['dists'])} distributions ({', '.join(sorted(found['dists']))}), "
+            f"{files} files linked from {found['site']}")
+
+
+def main(argv):
+    if len(argv) != 3:
+        sys.exit("usage: torch_only_venv.py SOURCE_PYTHON TARGET_DIR")
+    source_python, target = argv[1], argv[2]
+    if os.path.exists(target):
+        sys.exit(f"torch_only_venv.py: {target} exists; give a new folder")
+    try:
+        print(make_venv(source_python, target), file=sys.stderr)
+    except RuntimeError as e:
+        sys.exit(f"torch_only_venv.py: {e}")
 
 
 if __name__ == "__main__":
