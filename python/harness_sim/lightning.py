@@ -210,7 +210,22 @@ class _RankCountingLauncher(_SubprocessScriptLauncher):
     """Lightning's launcher for strategy "ddp" (start method "popen"), starting each local rank
     under `python -m harness_sim run` (_StartedRanks.command) instead of as `python SCRIPT`: the
     command Lightning builds, its plain one or, for a program under Hydra, its Hydra one (the
-    script with the same overrides, rank 0's run directory and the original working directory)."""
+    script with the same overrides, rank 0's run directory and the original working directory).
+    Lightning's observer of those ranks is not started: run's watchdog watches them (a rank that
+    dies ends run with exit 3, the others stopped), where Lightning's would SIGKILL every process,
+    run's too, within 5 s of a failure, racing run's own end (_run_watch)."""
+
+    def launch(self, function, *args, trainer=None, **kwargs):
+        from lightning.pytorch.strategies.launchers import subprocess_script
+
+        observe = getattr(subprocess_script, "_launch_process_observer", None)
+        if observe is None:  # a Lightning without one
+            return super().launch(function, *args, trainer=trainer, **kwargs)
+        subprocess_script._launch_process_observer = lambda child_processes: None
+        try:
+            return super().launch(function, *args, trainer=trainer, **kwargs)
+        finally:
+            subprocess_script._launch_process_observer = observe
 
     def _call_children_scripts(self) -> None:
         from lightning.pytorch.strategies.launchers import subprocess_script
