@@ -214,9 +214,15 @@ int main(int argc, char** argv) {
   // As bench does: the counting allocator first, then the devices (sim: backward on this thread).
   harness::memory::install_host_counting();
   const harness::runtime::DeviceSelection cpu = harness::runtime::select_device("cpu");
-  const harness::runtime::DeviceSelection sim = harness::runtime::select_device("sim");
-  if (as_cuda) harness::sim::serve_cuda();
-  const c10::Device sim_ops = as_cuda ? c10::Device(c10::DeviceType::CUDA, 0) : sim.device(0);
+  // --as-cuda: sim serves CUDA, PrivateUse1 left unnamed as under `run --as-cuda` (a named
+  // PrivateUse1 would be torch's accelerator, and a CUDA tensor's backward would find no stream).
+  if (as_cuda) {
+    harness::sim::initialize(harness::sim::kDefaultDeviceCount, /*name_backend=*/false);
+    harness::sim::serve_cuda();
+  }
+  const std::optional<harness::runtime::DeviceSelection> sim =
+      as_cuda ? std::nullopt : std::optional(harness::runtime::select_device("sim"));
+  const c10::Device sim_ops = as_cuda ? c10::Device(c10::DeviceType::CUDA, 0) : sim->device(0);
 
   const std::vector<std::string> names = {"add_",   "mm",   "foreach", "item", "layer_norm",
                                           "conv2d", "lstm", "sdpa",    "step"};
@@ -236,7 +242,7 @@ int main(int argc, char** argv) {
   }
   if (wanted("step") && !as_cuda) {
     rows.push_back({"step", std::make_unique<StepCase>(cpu, steps),
-                    std::make_unique<StepCase>(sim, steps), {}, {}});
+                    std::make_unique<StepCase>(*sim, steps), {}, {}});
   }
 
   harness::EventCollector collector;  // sim counts as it does in bench; the CPU has nothing to count
