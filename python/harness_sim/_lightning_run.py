@@ -40,19 +40,6 @@ def callbacks() -> list:
     return [RunCallback(_active["windows"], _active["lightning_steps"])]
 
 
-def stop_child_process_observers() -> None:
-    """Lightning's observer of the ranks it started (``_ChildProcessObserver``: a thread of the
-    main process that, every 5 s, SIGKILLs every process, the main one included, once a rank has
-    failed) is stopped when the program's main has ended: from then on run waits for those ranks
-    itself, stops the others and exits 3 when one failed. Otherwise which of the two comes first
-    is a race, and a loaded machine lets Lightning's kill run before it says why (exit -9)."""
-    import threading
-    for thread in threading.enumerate():
-        if type(thread).__name__ == "_ChildProcessObserver":
-            thread._terminate_all = lambda: None  # read when it acts: even mid-check, it cannot
-            thread._finished = True
-
-
 def _register() -> None:
     partial = sys.modules.get("harness_sim.lightning")
     if partial is not None and not hasattr(partial, "register_accelerator"):

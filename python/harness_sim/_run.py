@@ -19,7 +19,7 @@ import functools
 import signal
 import sys
 
-from . import _C, _lightning_run
+from . import _C
 from ._run_exit import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE,
                         _Terminated)
 from ._run_options import RunOptions, parse_options
@@ -56,7 +56,6 @@ def _after_program(options: RunOptions, windows: StepWindows, trace, ranks: _Sta
     handler runs between Python calls, so never inside one) removes those already written:
     nothing is written unless run exits 0 or 1. Returns run's exit status."""
     written: list[str] = []
-    _lightning_run.stop_child_process_observers()  # run waits for the ranks from here on
     try:
         peers = other_ranks(ranks, options.torchrun)
         if peers is not None and status == EXIT_OK:

@@ -511,7 +511,8 @@ torch::Library* keep(torch::Library* library) {
 // back here.) The dispatcher warns once that kernels are overridden: that is the point here.
 namespace {
 
-void take_over(const std::vector<c10::OperatorName>& names) {
+int take_over(const std::vector<c10::OperatorName>& names) {
+  int taken = 0;
   c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
   c10::WarningUtils::WarningHandlerGuard quiet(&g_ignore_warnings);
   std::map<std::string, torch::Library*> by_namespace;
@@ -531,7 +532,9 @@ void take_over(const std::vector<c10::OperatorName>& names) {
                 op->hasComputedKernelForDispatchKey(c10::DispatchKey::CPU)  // own or composite
                     ? torch::CppFunction::makeFromBoxedFunction<&fallback>()
                     : torch::CppFunction::makeFromBoxedFunction<&refuse_cuda_only_op>());
+    ++taken;
   }
+  return taken;
 }
 
 // libtorch_cuda's aten kernels. (Its other namespaces stay: c10d's CUDA kernels hand a
@@ -569,8 +572,7 @@ int take_over_cuda_kernels(const std::vector<std::string>& ops) {
                         ? c10::OperatorName(op, "")
                         : c10::OperatorName(op.substr(0, dot), op.substr(dot + 1)));
   }
-  take_over(names);
-  return static_cast<int>(names.size());
+  return take_over(names);
 }
 
 void register_kernels(c10::DispatchKey backend) {
@@ -633,7 +635,7 @@ void register_kernels(c10::DispatchKey backend) {
   register_cuda_out_dtype(backend);
   if (cuda) {
     // The ops below (CUDA kernels beside composites, foreach, structured) all have a CUDA kernel
-    // of libtorch_cuda's, overridden by take_over_cuda_kernels(); torch's own CUDA-side code
+    // of libtorch_cuda's, overridden by take_over() above; torch's own CUDA-side code
     // (Autograd and Autocast CUDA, the conjugate and negative bits) serves CUDA tensors. An op
     // with no kernel for CUDA at all (a CPU-only op) runs as it runs on sim.
     auto* fallbacks =
