@@ -82,6 +82,12 @@ void define_flags(CLI::App& app, BenchOptions& o) {
   app.add_option("-d,--device", o.device, "auto (cuda if usable, else sim), sim, cuda or cpu")
       ->check(CLI::IsMember({"auto", "sim", "cuda", "cpu"}))
       ->capture_default_str();
+  app.add_option("--compute", o.compute,
+                 "values (default): sim computes every op; shapes: sim runs each op's meta "
+                 "function only (no memory behind tensors; values read by the host are zeros), "
+                 "counted the same: for models at full size (docs/full-size.md)")
+      ->check(CLI::IsMember({"values", "shapes"}))
+      ->capture_default_str();
   app.add_option("-p,--preset", o.run.preset,
                  "small (CI-sized), seed (the original report's sizes), large (1 GiB of "
                  "parameters: sharded_setup)")

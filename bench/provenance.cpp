@@ -46,6 +46,7 @@ Provenance make_provenance(const BenchOptions& o, const runtime::DeviceSelection
   p.libtorch_version = TORCH_VERSION;
   p.device = runtime::to_string(device.kind);
   p.device_name = device.description;
+  p.compute = o.compute;
   p.cuda_version = runtime::cuda_runtime_version();
   p.cupti_version = instrument.version();
   p.instrument = instrument.name();
@@ -62,6 +63,11 @@ std::vector<std::string> trust_warnings(const BenchOptions& o,
   if (device.kind == runtime::DeviceKind::Sim) {
     w.push_back("simulated device: copies, syncs and launches follow CUDA's rules; times are "
                 "host CPU times, not GPU times");
+  }
+  if (o.compute == "shapes") {
+    w.push_back("--compute shapes: no op computed its values (meta functions only); every value "
+                "the host read is a placeholder zero (events value_not_computed name where), "
+                "and times are not an op's times");
   }
   if (!instrument.available()) {
     w.push_back("instrument " + instrument.name() + " " + instrument.status() +

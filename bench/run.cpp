@@ -18,6 +18,7 @@
 #include "bench/trace_output.h"
 #include "harness/instrument/instrument.h"
 #include "harness/instrument/phase.h"
+#include "harness/instrument/sim/sim_device.h"
 #include "harness/interrupt.h"
 #include "harness/measure.h"
 #include "harness/report/gates/expectations.h"
@@ -260,6 +261,22 @@ ExitCode report_repetitions(const BenchOptions& o, RunInputs& inputs) {
 
 }  // namespace
 
+// Under --compute shapes no value was computed: a variant's correctness check compared
+// placeholders, so it says nothing (reported as not checked, with why); a variant that failed
+// may have failed on a placeholder (an object sent through a collective and read back), which
+// its error says.
+void mark_shapes_only(ScenarioResult& result) {
+  for (VariantResult& v : result.variants) {
+    if (!v.ran && !v.error.empty()) {
+      v.error += " [--compute shapes: every value read back from the device is a placeholder "
+                 "zero; a variant that needs one fails: run it with --compute values]";
+    }
+    if (!v.correctness.checked) continue;
+    v.correctness = {false, false, "not checked: values not computed (--compute shapes); the "
+                                   "check: " + v.correctness.detail};
+  }
+}
+
 GateCatalog known_scenarios(const RunOptions& run, int nproc) {
   GateCatalog catalog;
   for (const ScenarioInfo* info : ScenarioRegistry::instance().all()) {
@@ -323,6 +340,13 @@ ExitCode run_bench(const BenchOptions& given) {
   }
   const bool leader = !rank_env || rank_env->is_leader();
 
+  if (o.compute == "shapes") {
+    if (o.device != "sim") {
+      throw InputError("--compute shapes is a mode of the sim device: give --device sim (--device " +
+                       o.device + " computes every op)");
+    }
+    sim::set_compute(sim::Compute::kShapes);  // before the first sim tensor
+  }
   const runtime::DeviceSelection device = runtime::select_device(o.device);
   if (o.nvtx_only && !phases_are_nvtx_ranges()) {
     throw InputError("--nvtx-only: this build has no NVTX (configure it where the nvtx3 headers "
@@ -413,6 +437,7 @@ ExitCode run_bench(const BenchOptions& given) {
       failed.error = first_line(e.what());
       result.variants.push_back(failed);
     }
+    if (o.compute == "shapes") mark_shapes_only(result);
     if (context.comm) result = gather_rank_results(*comm, report, result, gather_index++);
     result.world_size = context.comm ? context.comm->world_size() : 1;
     if (!leader) continue;

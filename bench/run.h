@@ -13,6 +13,7 @@ namespace harness {
 struct BenchOptions {
   std::vector<std::string> scenarios;
   std::string device = "auto";
+  std::string compute = "values";  // --compute: values | shapes (sim only; sim_device.h, Compute)
   RunOptions run;
   std::string json_out;      // --out
   std::string markdown_out;  // --markdown

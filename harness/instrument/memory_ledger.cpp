@@ -16,6 +16,7 @@ namespace {
 struct alignas(64) Account {  // one cache line each: devices do not contend with the host
   std::atomic<int64_t> allocated{0};
   std::atomic<int64_t> peak{0};
+  std::atomic<int64_t> program_peak{0};
 };
 Account g_accounts[kMaxDevices + 1];  // [0] is the host; constant-initialised, never destroyed
 
@@ -86,12 +87,30 @@ Stats take_peak(int account) noexcept {
   return {level, std::max(level, a.peak.exchange(level, std::memory_order_relaxed))};
 }
 
+Stats program_stats(int account) noexcept {
+  const Account& a = account_of(account);
+  const int64_t level = a.allocated.load(std::memory_order_relaxed);
+  return {level, std::max(level, a.program_peak.load(std::memory_order_relaxed))};
+}
+
+void reset_program_peak(int account) noexcept {
+  Account& a = account_of(account);
+  a.program_peak.store(a.allocated.load(std::memory_order_relaxed), std::memory_order_relaxed);
+}
+
+namespace {
+void raise_to(std::atomic<int64_t>& peak, int64_t level) noexcept {
+  int64_t seen = peak.load(std::memory_order_relaxed);
+  while (level > seen && !peak.compare_exchange_weak(seen, level, std::memory_order_relaxed)) {
+  }
+}
+}  // namespace
+
 void charge(int account, int64_t nbytes) noexcept {
   Account& a = account_of(account);
   const int64_t level = a.allocated.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
-  int64_t peak = a.peak.load(std::memory_order_relaxed);
-  while (level > peak && !a.peak.compare_exchange_weak(peak, level, std::memory_order_relaxed)) {
-  }
+  raise_to(a.peak, level);
+  raise_to(a.program_peak, level);
 }
 
 void discharge(int account, int64_t nbytes) noexcept {

@@ -41,6 +41,11 @@ Stats stats(int account) noexcept;
 void reset_peak(int account) noexcept;
 // stats(), then reset_peak(), as one step (the instrument's read at each phase boundary).
 Stats take_peak(int account) noexcept;
+// The same account as the program sees it (torch.cuda.max_memory_allocated): its own peak,
+// restarted only by reset_program_peak (torch.cuda.reset_peak_memory_stats), never by the
+// instrument's phase boundaries.
+Stats program_stats(int account) noexcept;
+void reset_program_peak(int account) noexcept;
 
 // Counted blocks. `raw` points at kBlockHeaderBytes + nbytes bytes; open_block charges `nbytes`
 // to `account` and returns where the caller's bytes begin; close_block discharges them and

@@ -152,6 +152,7 @@ Provenance provenance_from(const py::dict& p) {
   out.build_type = text("build_type");
   out.libtorch_version = text("libtorch_version");
   out.device = "sim";
+  out.compute = sim::compute_name(sim::compute());
   out.device_name = kSimDeviceName;
   out.instrument = "dispatcher";
   out.instrument_status = "ok";
@@ -268,6 +269,15 @@ PYBIND11_MODULE(_C, m) {
   m.attr("HARNESS_VERSION") = HARNESS_VERSION;
   m.attr("REPORT_SCHEMA_VERSION") = kReportSchemaVersion;
 
+  m.def(
+      "set_compute",
+      [](const std::string& mode) {
+        TORCH_CHECK(mode == "values" || mode == "shapes", "compute mode '", mode,
+                    "': expected 'values' or 'shapes'");
+        sim::set_compute(mode == "shapes" ? sim::Compute::kShapes : sim::Compute::kValues);
+      },
+      py::arg("mode"), "What sim's kernels compute: 'values' or 'shapes' (sim_device.h)");
+  m.def("compute", [] { return std::string(sim::compute_name(sim::compute())); });
   m.def("initialize", &sim::initialize, py::arg("device_count") = sim::kDefaultDeviceCount,
         py::arg("name_backend") = true);
   // A program's other threads (a loader, a metrics worker) are not in the main thread's phase.

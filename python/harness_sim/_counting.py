@@ -271,6 +271,10 @@ def write_report(path: str | os.PathLike, variants: Mapping[str, Counts], scenar
     warnings = ["simulated device: copies, syncs and launches follow CUDA's rules; times are "
                 "host CPU times, not GPU times"]
     warnings += _compile.report_warnings()
+    if _C.compute() == "shapes":
+        warnings.append("--compute shapes: no op computed its values (meta functions only); every "
+                        "value the host read is a placeholder zero (events value_not_computed name "
+                        "where), and times are not an op's times")
     if measured_window is None:
         measured_window = "the with-block of harness_sim.count(); per step: its c.step() blocks"
     _C.write_report(os.fspath(path), _provenance(), warnings, scenario, description,

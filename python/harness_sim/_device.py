@@ -20,7 +20,7 @@ import types
 import torch
 
 from . import _C
-from ._run_argv import started_as_run_as_cuda
+from ._run_argv import run_compute_option, started_as_run_as_cuda
 
 
 def _serves_cuda(env: dict, argv: list[str]) -> bool:
@@ -47,6 +47,28 @@ SERVES_CUDA = _serves_cuda(os.environ, sys.argv)
 DEVICE_TYPE = "cuda" if SERVES_CUDA else "sim"
 if SERVES_CUDA:
     os.environ["HARNESS_SIM_AS_CUDA"] = "device"
+
+
+def _compute_mode(env: dict, argv: list[str]) -> str:
+    """What sim's kernels compute in this process (sim_device.h, Compute): "values" (the
+    default) or "shapes" (meta functions only: docs/full-size.md), from run's ``--compute``
+    while ``python -m harness_sim run`` imports the package, else HARNESS_SIM_COMPUTE. Chosen
+    before the first sim tensor; the processes this one starts are told by the environment."""
+    mode = run_compute_option(argv) or env.get("HARNESS_SIM_COMPUTE", "") or "values"
+    if mode not in ("values", "shapes"):
+        why = (f"compute mode {mode!r}: expected 'values' (every op computed) or 'shapes' (meta "
+               "functions only)")
+        if argv[:2] == ["-m", "run"]:  # run's bad usage: its message and exit status 2
+            print(f"python -m harness_sim run: error: {why}", file=sys.stderr)
+            raise SystemExit(2)
+        raise ImportError(f"HARNESS_SIM_COMPUTE: {why}")
+    return mode
+
+
+COMPUTE = _compute_mode(os.environ, sys.argv)
+_C.set_compute(COMPUTE)
+if COMPUTE == "shapes":
+    os.environ["HARNESS_SIM_COMPUTE"] = "shapes"
 
 
 def _get_device_index(device, optional: bool = False, allow_cpu: bool = False) -> int:

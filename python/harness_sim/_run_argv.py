@@ -18,6 +18,20 @@ def split_run_argv(argv: list[str]) -> tuple[list[str], str | None, str | None, 
     return argv, None, None, []
 
 
+def run_compute_option(argv: list[str]) -> str | None:
+    """The value of ``--compute`` where this process is ``python -m harness_sim run`` and the
+    package is being imported by it (see started_as_run_as_cuda), else None."""
+    if argv[:2] != ["-m", "run"]:
+        return None
+    options = split_run_argv(argv[2:])[0]
+    for i, arg in enumerate(options):
+        if arg == "--compute" and i + 1 < len(options):
+            return options[i + 1]
+        if arg.startswith("--compute="):
+            return arg.split("=", 1)[1]
+    return None
+
+
 def started_as_run_as_cuda(argv: list[str]) -> bool:
     """Whether this process is ``python -m harness_sim run [options] --as-cuda ...`` and the
     package is being imported by it: while ``-m`` imports a package, ``sys.argv[0]`` is "-m"

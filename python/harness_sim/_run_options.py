@@ -37,6 +37,10 @@ def _parser() -> argparse.ArgumentParser:
         description="Count an unmodified training program's launches, copies, syncs and "
                     "collectives per step on the simulated device.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--compute", choices=("values", "shapes"), default="values",
+                   help="values (default): sim computes every op; shapes: only each op's meta "
+                        "function (tensors without memory, values read by the host are zeros), "
+                        "counted the same: a model at full size (docs/full-size.md)")
     p.add_argument("--as-cuda", action="store_true",
                    help="run a program written for CUDA unchanged: 'cuda' devices, .cuda() and "
                         "torch.cuda's API land on sim (README: what is mapped)")
@@ -92,6 +96,7 @@ class RunOptions:
     module: str | None
     program_args: list[str]
     as_cuda: bool
+    compute: str  # "values" or "shapes" (the package chose it while it was imported)
     out: str | None
     gate: list[str]
     expect: str | None
@@ -120,7 +125,8 @@ class RunOptions:
         """The options of each rank the program starts, run again under run: this run's counting,
         and, with a trace, its format and this trace's clock origin."""
         child = ["--scenario", self.name, "--steps-from", self.steps_from,
-                 "--skip-steps", str(self.skip_steps)] + (["--as-cuda"] if self.as_cuda else [])
+                 "--skip-steps", str(self.skip_steps), "--compute", self.compute] + (
+                     ["--as-cuda"] if self.as_cuda else [])
         if trace is not None:
             child += ["--trace-format", self.trace_format,
                       "--rank-trace-origin", ",".join(str(x) for x in trace.origin())]
@@ -173,10 +179,16 @@ def _checked(args: argparse.Namespace, script: str | None, module: str | None,
         message = _check_trace(args.trace, args.trace_format)
         if message:
             raise _Usage(message)
+    if args.compute != _C.compute():
+        raise _Usage(f"--compute {args.compute}: this process computes {_C.compute()} (the mode is "
+                     "chosen while harness_sim is imported, before any tensor): start it as "
+                     f"`python -m harness_sim run --compute {args.compute} ...`, or set "
+                     f"HARNESS_SIM_COMPUTE={args.compute}")
     _resolve_paths(args)  # a program that changes directory does not move them
     bench = os.path.abspath(bench) if bench else bench
     return RunOptions(
         script=script, module=module, program_args=program_args, as_cuda=args.as_cuda,
+        compute=args.compute,
         out=args.out, gate=args.gate, expect=args.expect,
         write_expectations=args.write_expectations, strict=args.strict,
         trace=args.trace, trace_format=args.trace_format,

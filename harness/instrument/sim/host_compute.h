@@ -19,10 +19,11 @@
 
 namespace harness::sim {
 
-// A CPU tensor over the memory of a sim tensor (undefined stays undefined; a CPU tensor, such as
-// a 0-dim scalar argument, stays itself).
+// A CPU tensor over the memory of a sim tensor (under Compute::kShapes a meta tensor of its
+// geometry: the host computation then runs meta functions only); undefined stays undefined; a CPU
+// tensor, such as a 0-dim scalar argument, stays itself.
 inline at::Tensor on_host(const at::Tensor& t) {
-  return is_sim(t) ? cpu_alias(t) : t;
+  return is_sim(t) ? compute_alias(t) : t;
 }
 inline std::optional<at::Tensor> on_host(const std::optional<at::Tensor>& t) {
   return t.has_value() ? std::optional<at::Tensor>(on_host(*t)) : std::nullopt;

@@ -60,6 +60,26 @@ std::vector<std::string> cuda_kernel_ops();
 int take_over_cuda_kernels(const std::vector<std::string>& ops);
 
 int device_count() noexcept;
+
+// What sim's kernels compute (`bench --compute`, `python -m harness_sim run --compute`).
+//   kValues (the default): each op runs its CPU kernel on the host; tensors hold their values.
+//   kShapes: each op runs its meta function only (torch's Meta kernels and decompositions).
+//     Tensors have sizes, dtypes, strides and device memory (charged to the device's account as
+//     in kValues) but no bytes: their addresses are reserved, never backed, so a model that does
+//     not fit in host memory is counted at its full size. Launches, copies with their bytes,
+//     syncs, collectives with the bytes they would move and sites are counted as in kValues;
+//     copies and collectives move nothing. A value the host reads (`.item()`, a D2H copy) is a
+//     placeholder: zeros (false, 0, 0.0), and each such read is recorded as an event
+//     "value_not_computed" at its site. An op whose output size depends on values (nonzero,
+//     masked_select, unique, ...) fails, naming the op.
+// Chosen before the first sim tensor is made: set_compute() refuses a change after that.
+enum class Compute { kValues, kShapes };
+void set_compute(Compute compute);
+Compute compute() noexcept;
+inline bool computes_shapes_only() noexcept { return compute() == Compute::kShapes; }
+// "values" or "shapes"; and the reverse (nullopt for any other word).
+const char* compute_name(Compute compute) noexcept;
+
 c10::Device device(int index = 0);
 // Whether sim serves this device type (PrivateUse1; CUDA after serve_cuda()) / this tensor's.
 bool is_sim_type(c10::DeviceType type) noexcept;
@@ -78,8 +98,9 @@ int home_device() noexcept;
 int own_device() noexcept;
 
 // Device memory of sim:index, in bytes: what its tensors hold now (bytes they adopted from CPU
-// kernels included; see sim_kernels.cpp) and the peak since the last reset_peak(index). The
-// instrument resets the peak of the device it measures at every phase boundary while it counts.
+// kernels included; see sim_kernels.cpp) and the peak since the last reset_peak(index), as the
+// program sees them (torch.cuda.max_memory_allocated / reset_peak_memory_stats). The instrument
+// reads its per-phase peaks from the memory ledger's own peak, which these leave alone.
 memory::Stats memory_stats(int index);
 void reset_peak(int index);
 

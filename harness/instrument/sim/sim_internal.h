@@ -6,9 +6,15 @@
 #include <c10/core/Storage.h>
 #include <c10/core/StorageImpl.h>
 
+#include <vector>
+
 namespace at {
 class Tensor;
 }
+namespace c10 {
+class OperatorHandle;
+struct IValue;
+}  // namespace c10
 namespace torch {
 class Library;
 }
@@ -18,6 +24,7 @@ namespace harness::sim {
 inline constexpr c10::DispatchKeySet kSimKeys{c10::DispatchKey::PrivateUse1};
 inline constexpr c10::DispatchKeySet kCudaKeys{c10::DispatchKey::CUDA};
 inline constexpr c10::DispatchKeySet kCpuKeys{c10::DispatchKey::CPU};
+inline constexpr c10::DispatchKeySet kMetaKeys{c10::DispatchKey::Meta};
 
 // The backend keys of a tensor on a device type sim serves (PrivateUse1, or CUDA: serve_cuda()).
 inline c10::DispatchKeySet keys_of(c10::DeviceType type) {
@@ -60,6 +67,16 @@ bool adopt_in_place(const at::Tensor& output, c10::Device device);
 at::Tensor to_device(const at::Tensor& host_result, c10::Device device);
 // A CPU tensor over the same memory as sim tensor `sim_tensor` (same geometry).
 at::Tensor cpu_alias(const at::Tensor& sim_tensor);
+// What sim's kernels compute on in place of a sim tensor (sim_device.h, Compute): its CPU alias,
+// or under Compute::kShapes a meta tensor of its geometry (no bytes; nothing the op computes).
+at::Tensor compute_alias(const at::Tensor& sim_tensor);
+// The dispatch keys of the kernels that compute sim's ops: CPU's, or Meta's under kShapes.
+c10::DispatchKeySet compute_keys() noexcept;
+
+// Compute::kShapes, for an op the dispatcher has no meta function for (shape_functions.cpp): runs
+// sim's own shape function on the meta arguments on the stack, leaving the op's results; false,
+// changing nothing, where sim has none.
+bool run_shape_function(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
 
 // Called where an op is about to make the host wait (sync_debug_mode(), sim_device.h): warns,
 // or throws CUDA's error, as the mode says.

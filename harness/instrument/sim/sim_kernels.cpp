@@ -149,9 +149,15 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   const bool syncs = src_sim != dst_sim && (!non_blocking || pageable_d2h);
   if (syncs) check_sync_debug_mode();
   const int64_t begin = events::begin_time();
-  at::Tensor cpu_dst = dst_sim ? cpu_alias(dst) : dst;
-  const at::Tensor cpu_src = src_sim ? cpu_alias(src) : src;
-  {
+  if (computes_shapes_only()) {
+    // Nothing moves; what the host receives is the placeholder, zeros (sim_device.h, Compute).
+    if (!dst_sim) {
+      dst.zero_();
+      if (events::collecting()) events::record_event(kValueNotComputed, "copy D2H");
+    }
+  } else {
+    at::Tensor cpu_dst = dst_sim ? cpu_alias(dst) : dst;
+    const at::Tensor cpu_src = src_sim ? cpu_alias(src) : src;
     // A CPU-to-CPU copy: the backend's own work, not counted; what it may allocate is the
     // device's (as a CUDA copy's staging would be).
     const memory::ChargeTo charge_to(dst_sim ? dst.device().index() : src.device().index());
@@ -240,10 +246,25 @@ void refuse_cuda_only_op(const c10::OperatorHandle& op, torch::jit::Stack*) {
               "CPU kernel to run on the host); run the program without it, or on a GPU");
 }
 
+// Zero of `type`: what `.item()` gives under Compute::kShapes.
+at::Scalar placeholder_scalar(c10::ScalarType type) {
+  if (type == c10::ScalarType::Bool) return at::Scalar(false);
+  if (c10::isComplexType(type)) return at::Scalar(c10::complex<double>(0, 0));
+  if (c10::isFloatingType(type)) return at::Scalar(0.0);
+  return at::Scalar(int64_t{0});
+}
+
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   check_sync_debug_mode();
-  // The CPU kernel reads the element in place (it needs host memory, not a CPU tensor).
-  at::Scalar value = at::native::_local_scalar_dense_cpu(self);
+  // The CPU kernel reads the element in place (it needs host memory, not a CPU tensor); under
+  // Compute::kShapes there is none: the placeholder, zero of the tensor's type.
+  at::Scalar value;
+  if (computes_shapes_only()) {
+    value = placeholder_scalar(self.scalar_type());
+    if (events::collecting()) events::record_event(kValueNotComputed, "item");
+  } else {
+    value = at::native::_local_scalar_dense_cpu(self);
+  }
   // CUDA copies the value into a page-locked buffer (CUDAScalar.cu, _local_scalar_dense_cuda) and
   // waits for it: for the work queued before it, then the copy. The sim runs every op as it is
   // launched, so nothing is ever queued, and one element moves in a few nanoseconds: the wait is
@@ -357,14 +378,20 @@ class FallbackCall {
                   "found at least two devices, ", device_->str(), " and ", t.device().str(),
                   "! (in ", schema_.name(), ")");
     }
-    aliased_.push_back({t, cpu_alias(t)});
+    aliased_.push_back({t, compute_alias(t)});
     return aliased_.back().cpu;
   }
 
   static void adopt_changes(AliasedArg& a) {
     c10::TensorImpl* sim = a.sim.unsafeGetTensorImpl();
     const c10::TensorImpl* cpu = a.cpu.unsafeGetTensorImpl();
-    if (cpu->storage().data() != sim->storage().data()) {
+    if (a.cpu.is_meta()) {
+      // Compute::kShapes: the meta kernel resized an out= argument's storage: the sim storage
+      // grows as it would (new device memory, nothing to keep).
+      if (cpu->storage().nbytes() > sim->storage().nbytes()) {
+        resize_storage_bytes(sim->storage().unsafeGetStorageImpl(), cpu->storage().nbytes());
+      }
+    } else if (cpu->storage().data() != sim->storage().data()) {
       // The CPU kernel grew the storage of an out= argument: the sim storage (shared by all of
       // its views) takes over the new bytes.
       const c10::Storage& grown = cpu->storage();
@@ -379,7 +406,7 @@ class FallbackCall {
   }
 
   at::Tensor to_sim(const at::Tensor& t) {
-    if (!t.defined() || !t.device().is_cpu()) return t;
+    if (!t.defined() || !(t.device().is_cpu() || t.is_meta())) return t;
     for (const AliasedArg& a : aliased_) {
       if (t.unsafeGetTensorImpl() == a.cpu.unsafeGetTensorImpl()) return a.sim;  // self / out=
     }
@@ -405,6 +432,22 @@ bool is_view_op(const c10::FunctionSchema& schema) {
   return false;
 }
 
+// Compute::kShapes: `op`'s meta function (its Meta kernel, or the composite that reaches
+// Meta kernels) on the meta aliases of its arguments. An op without one is refused by name; most
+// are ops whose output size depends on values, which no meta function can know.
+void run_meta_function(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  try {
+    op.redispatchBoxed(kMetaKeys, stack);
+    return;
+  } catch (const c10::NotImplementedError&) {
+    // The dispatcher leaves the stack as it was when no kernel was found.
+  }
+  TORCH_CHECK_NOT_IMPLEMENTED(run_shape_function(op, stack), op.schema().name(),
+                              " cannot run with --compute shapes: it has no meta function (its "
+                              "output size depends on the values, or torch has no shape rule for "
+                              "it outside Python); run with --compute values, or without this op");
+}
+
 // Runs `op` with its CPU kernel on aliases of the sim memory: one launch (a view op none), and
 // the host waits its CUDA kernel would make (`rule`, sync_rules.h; nullptr: none).
 void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const SyncRuleEntry* rule) {
@@ -426,7 +469,11 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const S
   {
     // What the CPU kernel allocates is the device's memory (see the top of this file).
     const memory::ChargeTo charge_to(call.device() ? call.device()->index() : memory::kHost);
-    op.redispatchBoxed(kCpuKeys, stack);
+    if (computes_shapes_only()) {
+      run_meta_function(op, stack);
+    } else {
+      op.redispatchBoxed(kCpuKeys, stack);
+    }
   }
   call.restore_results(stack);
   // The first wait ends when the op's work is done (sim ran it just now): it is timed from the

@@ -12,7 +12,11 @@
 #include <c10/core/Stream.h>
 #include <ATen/core/Tensor.h>
 
+#include <sys/mman.h>
+
+#include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -42,6 +46,61 @@ void free_device_memory(void* p) {
   if (p) c10::free_cpu(memory::close_block(p));
 }
 
+// ----- device memory under Compute::kShapes: addresses without bytes -------------------------
+std::atomic<Compute> g_compute{Compute::kValues};
+std::atomic<bool> g_made_device_memory{false};
+
+// One reservation of address space, never backed by memory (PROT_NONE, MAP_NORESERVE: it costs
+// no RAM and no commit charge): every block of every size gets distinct addresses in it, handed
+// out in order, so that two live tensors never share an address (programs compare data_ptr()s)
+// and a host access to one faults at once instead of reading something.
+class AddressSpace {
+ public:
+  static AddressSpace& get() {
+    static AddressSpace* space = new AddressSpace();  // never unmapped: blocks may outlive exit
+    return *space;
+  }
+  void* take(size_t nbytes) {
+    const uint64_t size = (static_cast<uint64_t>(nbytes) + kAlign - 1) / kAlign * kAlign;
+    TORCH_CHECK(size <= bytes_, "sim (--compute shapes): one allocation of ", nbytes,
+                " bytes is larger than the reserved address space (", bytes_, " bytes)");
+    // A ring: after bytes_ of allocations the addresses start over (the blocks made first are
+    // long freed by then in any training loop).
+    uint64_t offset = next_.fetch_add(size, std::memory_order_relaxed) % bytes_;
+    if (offset + size > bytes_) offset = 0;
+    return static_cast<char*>(base_) + offset;
+  }
+
+ private:
+  static constexpr uint64_t kAlign = 512;  // CUDA's caching allocator rounds to 512 bytes
+  AddressSpace() {
+    for (uint64_t bytes = uint64_t{1} << 45; bytes >= (uint64_t{1} << 32); bytes >>= 1) {
+      void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (p != MAP_FAILED) {
+        base_ = p;
+        bytes_ = bytes;
+        return;
+      }
+    }
+    TORCH_CHECK(false, "sim (--compute shapes): cannot reserve address space for device memory");
+  }
+  void* base_ = nullptr;
+  uint64_t bytes_ = 0;
+  std::atomic<uint64_t> next_{0};
+};
+
+// A block of device memory under kShapes: its account and size (the DataPtr's context).
+struct ShapesBlock {
+  int64_t nbytes;
+  int device;
+};
+
+void free_shapes_block(void* ctx) {
+  auto* block = static_cast<ShapesBlock*>(ctx);
+  memory::discharge(block->device, block->nbytes);
+  delete block;
+}
+
 // Device memory: plain host memory, tagged with the sim device it belongs to and counted in that
 // device's account of the memory ledger (bytes held and peak; memory_stats()).
 // One allocator per device type sim serves (PrivateUse1; CUDA under serve_cuda()): the same
@@ -50,14 +109,24 @@ class SimDeviceAllocator final : public c10::Allocator {
  public:
   explicit SimDeviceAllocator(c10::DeviceType type) : type_(type) {}
   c10::DataPtr allocate(size_t nbytes) override {
+    g_made_device_memory.store(true, std::memory_order_relaxed);
+    const c10::Device device(type_, t_current_device);
+    if (nbytes > 0 && computes_shapes_only()) {
+      auto* block = new ShapesBlock{static_cast<int64_t>(nbytes), t_current_device};
+      memory::charge(block->device, block->nbytes);
+      return {AddressSpace::get().take(nbytes), block, &free_shapes_block, device};
+    }
     void* p = nbytes ? memory::open_block(c10::alloc_cpu(nbytes + memory::kBlockHeaderBytes),
                                           nbytes, t_current_device)
                      : nullptr;
-    return {p, p, &free_device_memory, c10::Device(type_, t_current_device)};
+    return {p, p, &free_device_memory, device};
   }
-  c10::DeleterFnPtr raw_deleter() const override { return &free_device_memory; }
+  // Under kShapes a block's context is not its address: no raw allocations.
+  c10::DeleterFnPtr raw_deleter() const override {
+    return computes_shapes_only() ? nullptr : &free_device_memory;
+  }
   void copy_data(void* dest, const void* src, std::size_t count) const override {
-    std::memcpy(dest, src, count);
+    if (!computes_shapes_only()) std::memcpy(dest, src, count);
   }
 
  private:
@@ -282,7 +351,7 @@ void resize_storage_bytes(c10::StorageImpl* storage, size_t nbytes) {
   const c10::DeviceGuard guard(storage->device());  // the new bytes belong to its device
   c10::DataPtr fresh = device_allocator(storage->device_type())->allocate(nbytes);
   const size_t keep = std::min(nbytes, storage->nbytes());
-  if (keep) std::memcpy(fresh.get(), storage->data(), keep);
+  if (keep && !computes_shapes_only()) std::memcpy(fresh.get(), storage->data(), keep);
   storage->set_data_ptr_noswap(std::move(fresh));
   storage->set_nbytes(nbytes);
 }
@@ -348,6 +417,18 @@ void serve_cuda() {
   });
 }
 
+void set_compute(Compute compute) {
+  if (compute == g_compute.load()) return;
+  TORCH_CHECK(!g_made_device_memory.load(), "sim: the compute mode (", compute_name(compute),
+              ") is chosen before the first sim tensor is made; this process has made them with ",
+              compute_name(g_compute.load()));
+  g_compute.store(compute);
+}
+Compute compute() noexcept { return g_compute.load(std::memory_order_relaxed); }
+const char* compute_name(Compute compute) noexcept {
+  return compute == Compute::kShapes ? "shapes" : "values";
+}
+
 bool serves_cuda() noexcept { return g_serves_cuda.load(std::memory_order_relaxed); }
 bool is_initialized() noexcept { return g_device_count > 0; }
 int device_count() noexcept { return g_device_count; }
@@ -360,12 +441,12 @@ int own_device() noexcept {
 
 memory::Stats memory_stats(int index) {
   check_index(static_cast<c10::DeviceIndex>(index));
-  return memory::stats(index);
+  return memory::program_stats(index);
 }
 
 void reset_peak(int index) {
   check_index(static_cast<c10::DeviceIndex>(index));
-  memory::reset_peak(index);
+  memory::reset_program_peak(index);
 }
 
 c10::Device device(int index) {

@@ -3,8 +3,10 @@
 // ledger counts each (see sim_kernels.cpp for every way device memory comes into existence).
 #include <ATen/core/Tensor.h>
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/DeviceGuard.h>
 
 #include "harness/instrument/memory_ledger.h"
+#include "harness/instrument/sim/sim_device.h"
 #include "harness/instrument/sim/sim_internal.h"
 
 namespace harness::sim {
@@ -94,7 +96,19 @@ bool adopt_in_place(const at::Tensor& output, c10::Device device) {
   return true;
 }
 
+// A sim tensor of `device` with fresh device memory and the geometry of meta tensor `shape`
+// (a meta kernel's result under Compute::kShapes).
+at::Tensor fresh_like_meta(const at::Tensor& shape, c10::Device device) {
+  const c10::DeviceGuard guard(device);
+  c10::Allocator* allocator = device_allocator(device.type());
+  const size_t nbytes = shape.storage().nbytes();
+  c10::Storage storage(c10::Storage::use_byte_size_t(), nbytes, allocator->allocate(nbytes),
+                       allocator, /*resizable=*/true);
+  return make_tensor_on(std::move(storage), keys_of(device.type()), shape);
+}
+
 at::Tensor to_device(const at::Tensor& host_result, c10::Device device) {
+  if (host_result.defined() && host_result.is_meta()) return fresh_like_meta(host_result, device);
   if (!host_result.defined() || !host_result.device().is_cpu()) return host_result;
   if (adopt_in_place(host_result, device)) return host_result;
   return make_tensor_on(sim_view_of_storage(host_result.storage(), device),
@@ -103,6 +117,18 @@ at::Tensor to_device(const at::Tensor& host_result, c10::Device device) {
 
 at::Tensor cpu_alias(const at::Tensor& sim_tensor) {
   return make_tensor_on(cpu_view_of_storage(sim_tensor.storage()), kCpuKeys, sim_tensor);
+}
+
+at::Tensor compute_alias(const at::Tensor& sim_tensor) {
+  if (!computes_shapes_only()) return cpu_alias(sim_tensor);
+  c10::Storage shape_only(c10::Storage::use_byte_size_t(), sim_tensor.storage().nbytes(),
+                          c10::DataPtr(nullptr, c10::Device(c10::DeviceType::Meta)),
+                          c10::GetAllocator(c10::DeviceType::Meta), /*resizable=*/true);
+  return make_tensor_on(std::move(shape_only), kMetaKeys, sim_tensor);
+}
+
+c10::DispatchKeySet compute_keys() noexcept {
+  return computes_shapes_only() ? kMetaKeys : kCpuKeys;
 }
 
 }  // namespace harness::sim

@@ -60,6 +60,7 @@ ReportJson provenance_json(const Provenance& p) {
           {"cuda_version", p.cuda_version},
           {"cupti_version", p.cupti_version},
           {"device", p.device},
+          {"compute", p.compute},
           {"device_name", p.device_name},
           {"instrument", p.instrument},
           {"instrument_status", p.instrument_status},

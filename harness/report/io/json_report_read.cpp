@@ -173,6 +173,7 @@ Provenance read_provenance(const Node& p) {
   out.cuda_version = opt_string(p, "cuda_version");
   out.cupti_version = opt_string(p, "cupti_version");
   out.device = opt_string(p, "device");
+  if (p.find("compute")) out.compute = opt_string(p, "compute");
   out.device_name = opt_string(p, "device_name");
   out.instrument = opt_string(p, "instrument");
   out.instrument_status = opt_string(p, "instrument_status");

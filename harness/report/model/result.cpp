@@ -8,7 +8,8 @@
 namespace harness {
 
 bool is_event_kind(const std::string& kind) {
-  return kind == kGraphBreak || kind == kRecompile || kind == kCaptureBlocker;
+  return kind == kGraphBreak || kind == kRecompile || kind == kCaptureBlocker ||
+         kind == kValueNotComputed;
 }
 namespace {
 

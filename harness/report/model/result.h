@@ -62,7 +62,10 @@ struct CopySite {
 inline constexpr const char* kGraphBreak = "graph_break";
 inline constexpr const char* kRecompile = "recompile";
 inline constexpr const char* kCaptureBlocker = "capture_blocker";
-// Whether `kind` is one of those three.
+// A value the host read that was not computed (since schema 1.10, `--compute shapes`): an
+// `.item()` or a D2H copy whose result is a placeholder (zeros); `what` names the read.
+inline constexpr const char* kValueNotComputed = "value_not_computed";
+// Whether `kind` is one of those four.
 bool is_event_kind(const std::string& kind);
 
 struct EventSite {
@@ -144,6 +147,7 @@ struct Provenance {
   std::string cuda_version;        // empty: not built with CUDA
   std::string cupti_version;       // empty: not built with CUPTI
   std::string device;              // "sim", "cuda", "cpu"
+  std::string compute = "values";  // sim's: "values", or "shapes" (meta functions only; 1.10)
   std::string device_name;         // e.g. "sim (simulated accelerator, host memory)", "NVIDIA H100"
   std::string instrument;          // "dispatcher", "cupti", "ops-only"
   std::string instrument_status;   // "ok", or why it is degraded / unavailable

@@ -36,6 +36,32 @@ std::vector<at::Tensor> for_inner(const std::vector<at::Tensor>& tensors) {
   return out;
 }
 
+// Under sim's Compute::kShapes (sim_device.h) a collective of sim tensors moves nothing: its
+// tensors have no bytes. It is counted as any other, with the bytes it would move, and its work
+// is done at once.
+bool moves_nothing(const std::vector<at::Tensor>& tensors) {
+  return sim::computes_shapes_only() &&
+         std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) { return sim::is_sim(t); });
+}
+
+class NothingMovedWork final : public c10d::Work {
+ public:
+  NothingMovedWork()
+      : future_(c10::make_intrusive<c10::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()))) {
+    future_->markCompleted(c10::IValue(c10::List<at::Tensor>()));
+  }
+  bool isCompleted() override { return true; }
+  bool isSuccess() const override { return true; }
+  bool wait(std::chrono::milliseconds) override { return true; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+
+ private:
+  c10::intrusive_ptr<c10::ivalue::Future> future_;
+};
+
+c10::intrusive_ptr<c10d::Work> nothing_moved() { return c10::make_intrusive<NothingMovedWork>(); }
+
 int64_t payload_bytes(const std::vector<at::Tensor>& tensors) {
   int64_t bytes = 0;
   for (const at::Tensor& t : tensors) bytes += static_cast<int64_t>(t.nbytes());
@@ -263,7 +289,7 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::broadcast(std::vector<at::Tensor
                                                           const c10d::BroadcastOptions& opts) {
   const int64_t begin = events::begin_time();
   std::vector<at::Tensor> inner = for_inner(tensors);
-  auto work = inner_->broadcast(inner, opts);
+  auto work = moves_nothing(tensors) ? nothing_moved() : inner_->broadcast(inner, opts);
   const int64_t bytes = payload_bytes(tensors);
   const WaitKind kind = wait_kind_of(tensors);
   return counted(std::move(work), "broadcast", bytes, kind, std::move(inner), tensors,
@@ -282,13 +308,14 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::allreduce(std::vector<at::Tensor
   const bool integral = std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) {
     return at::isIntegralType(t.scalar_type(), /*includeBool=*/true);
   });
-  if (opts.reduceOp == c10d::ReduceOp::AVG && integral) {
+  const bool nothing = moves_nothing(tensors);
+  if (opts.reduceOp == c10d::ReduceOp::AVG && integral && !nothing) {
     inner_opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
     finish = [inner, ranks = getSize()]() mutable {
       for (at::Tensor& t : inner) t.div_(ranks, "trunc");
     };
   }
-  auto work = inner_->allreduce(inner, inner_opts);
+  auto work = nothing ? nothing_moved() : inner_->allreduce(inner, inner_opts);
   const int64_t bytes = payload_bytes(tensors);
   const WaitKind kind = wait_kind_of(tensors);
   return counted(std::move(work), "all_reduce", bytes, kind, std::move(inner), tensors,
@@ -307,7 +334,8 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::allgather(
     inner_out.push_back(for_inner(list));
     keep_alive.insert(keep_alive.end(), inner_out.back().begin(), inner_out.back().end());
   }
-  auto work = inner_->allgather(inner_out, inner_in, opts);
+  auto work = moves_nothing(inputs) ? nothing_moved()
+                                     : inner_->allgather(inner_out, inner_in, opts);
   std::vector<at::Tensor> results;  // as Gloo's: the output tensors
   for (const auto& list : outputs) results.insert(results.end(), list.begin(), list.end());
   const int64_t bytes = payload_bytes(inputs);
@@ -321,7 +349,8 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::_allgather_base(
     at::Tensor& output, at::Tensor& input, const c10d::AllgatherOptions& opts) {
   const int64_t begin = events::begin_time();
   std::vector<at::Tensor> inner = for_inner(std::vector<at::Tensor>{output, input});
-  auto work = inner_->_allgather_base(inner[0], inner[1], opts);
+  auto work = moves_nothing({input}) ? nothing_moved()
+                                     : inner_->_allgather_base(inner[0], inner[1], opts);
   const int64_t bytes = static_cast<int64_t>(input.nbytes());
   const WaitKind kind = wait_kind_of({input});
   return counted(std::move(work), "all_gather", bytes, kind, std::move(inner), {output},
@@ -332,7 +361,8 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const int64_t begin = events::begin_time();
   std::vector<at::Tensor> inner = for_inner(std::vector<at::Tensor>{output, input});
-  auto work = inner_->_reduce_scatter_base(inner[0], inner[1], opts);
+  auto work = moves_nothing({input}) ? nothing_moved()
+                                     : inner_->_reduce_scatter_base(inner[0], inner[1], opts);
   const int64_t bytes = static_cast<int64_t>(input.nbytes());
   const WaitKind kind = wait_kind_of({input});
   return counted(std::move(work), "reduce_scatter", bytes, kind, std::move(inner), {output},
