@@ -43,6 +43,9 @@ from ._device import SERVES_CUDA as _SERVES_CUDA  # noqa: E402
 
 _C.initialize(DEVICE_COUNT, not _SERVES_CUDA)  # names PrivateUse1 "sim" in c10, as rename_privateuse1_backend does
 from . import _sites  # noqa: E402
+from . import _shapes  # noqa: E402
+
+_shapes.install()  # under --compute shapes: device tensors print their shape (docs/full-size.md)
 
 _sites.configure()  # sites name files from the program's root (python -m harness_sim run's too)
 if not _SERVES_CUDA and not hasattr(torch, BACKEND_NAME):

@@ -43,15 +43,21 @@ BACKEND_NOTE = ("torch.compile: inductor generated C++ kernels for sim, each one
                 "not always the same (docs/compile.md)")
 
 
+_SHAPES_ONLY = _C.compute() == "shapes"
+
+
 def report_warnings() -> list[str]:
     """What a report says of compiled code: the backend, once inductor generated code for sim."""
     return [BACKEND_NOTE] if _launched["any"] else []
 
 
 def _launch(name, kernel, *args):
-    """What the generated wrapper calls for each kernel: one launch, timed for the trace."""
+    """What the generated wrapper calls for each kernel: one launch, timed for the trace. Under
+    ``--compute shapes`` the kernel is not run: its buffers have no bytes (inductor allocated
+    them by shape, which is all a later op sees)."""
     begin = _C.begin_time()
-    kernel(*args)
+    if not _SHAPES_ONLY:
+        kernel(*args)
     _C.record_launch(name, begin)
     _launched["any"] = True
 

@@ -255,6 +255,18 @@ def _provenance() -> dict:
     }
 
 
+def report_warnings() -> list[str]:
+    """What every report of this process says about the trust in its numbers."""
+    warnings = ["simulated device: copies, syncs and launches follow CUDA's rules; times are "
+                "host CPU times, not GPU times"]
+    warnings += _compile.report_warnings()
+    if _C.compute() == "shapes":
+        warnings.append("--compute shapes: no op computed its values (meta functions only); every "
+                        "value the host read is a placeholder (events value_not_computed name "
+                        "where), and times are not an op's times")
+    return warnings
+
+
 def write_report(path: str | os.PathLike, variants: Mapping[str, Counts], scenario: str = "python",
                  description: str = "counted from Python with harness_sim",
                  measured_window: str | None = None, config: Mapping[str, str] | None = None,
@@ -268,13 +280,7 @@ def write_report(path: str | os.PathLike, variants: Mapping[str, Counts], scenar
         if not isinstance(counts, Counts):
             raise TypeError(f"variant {name!r}: expected harness_sim.Counts, got {type(counts)}")
         rows.append((name, dict((axes or {}).get(name, {})), counts._session))
-    warnings = ["simulated device: copies, syncs and launches follow CUDA's rules; times are "
-                "host CPU times, not GPU times"]
-    warnings += _compile.report_warnings()
-    if _C.compute() == "shapes":
-        warnings.append("--compute shapes: no op computed its values (meta functions only); every "
-                        "value the host read is a placeholder zero (events value_not_computed name "
-                        "where), and times are not an op's times")
+    warnings = report_warnings()
     if measured_window is None:
         measured_window = "the with-block of harness_sim.count(); per step: its c.step() blocks"
     _C.write_report(os.fspath(path), _provenance(), warnings, scenario, description,

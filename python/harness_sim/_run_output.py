@@ -28,9 +28,7 @@ def start_trace(options: RunOptions):
 
 def write_report(options: RunOptions, path: str, variants: list) -> None:
     """StepWindows' writer: the report of the program's `variants` (name, counts) at `path`."""
-    warnings = ["simulated device: copies, syncs and launches follow CUDA's rules; times are "
-                "host CPU times, not GPU times"]
-    warnings += _compile.report_warnings()
+    warnings = _counting.report_warnings()
     if options.as_cuda:
         warnings.append("--as-cuda: the program's CUDA calls ran on sim")
     config = _config(options)

@@ -38,6 +38,7 @@ HostAutogradScope::~HostAutogradScope() { delete state_; }
 at::Tensor save_host_rng_state() { return at::detail::getDefaultCPUGenerator().get_state(); }
 
 HostRngRestore::HostRngRestore(const at::Tensor& saved_state) {
+  if (saved_state.is_meta()) return;  // Compute::kShapes: no numbers drawn, none to replay
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   const std::lock_guard<std::mutex> lock(generator.mutex());
   previous_ = generator.get_state();
@@ -45,6 +46,7 @@ HostRngRestore::HostRngRestore(const at::Tensor& saved_state) {
 }
 
 HostRngRestore::~HostRngRestore() {
+  if (!previous_.defined()) return;
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   const std::lock_guard<std::mutex> lock(generator.mutex());
   generator.set_state(previous_);

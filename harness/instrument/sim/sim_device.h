@@ -69,7 +69,8 @@ int device_count() noexcept;
 //     not fit in host memory is counted at its full size. Launches, copies with their bytes,
 //     syncs, collectives with the bytes they would move and sites are counted as in kValues;
 //     copies and collectives move nothing. A value the host reads (`.item()`, a D2H copy) is a
-//     placeholder: zeros (false, 0, 0.0), and each such read is recorded as an event
+//     placeholder: zeros (false, 0, 0.0), but true for the result of `all` (the data taken to be
+//     valid: a check `if not x.all(): raise` passes), and each such read is recorded as an event
 //     "value_not_computed" at its site. An op whose output size depends on values (nonzero,
 //     masked_select, unique, ...) fails, naming the op.
 // Chosen before the first sim tensor is made: set_compute() refuses a change after that.

@@ -73,6 +73,12 @@ at::Tensor compute_alias(const at::Tensor& sim_tensor);
 // The dispatch keys of the kernels that compute sim's ops: CPU's, or Meta's under kShapes.
 c10::DispatchKeySet compute_keys() noexcept;
 
+// Compute::kShapes: what the elements of a sim tensor read as on the host (`.item()`, bool()): 0,
+// or what set_placeholder() gave its memory -- 1 (true) for the result of `all`, so that a check
+// such as `if not valid.all(): raise` passes as it does on valid data. 0 for any other tensor.
+double placeholder_of(const at::Tensor& t);
+void set_placeholder(const at::Tensor& t, double value);
+
 // Compute::kShapes, for an op the dispatcher has no meta function for (shape_functions.cpp): runs
 // sim's own shape function on the meta arguments on the stack, leaving the op's results; false,
 // changing nothing, where sim has none.

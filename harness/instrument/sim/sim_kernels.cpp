@@ -246,12 +246,15 @@ void refuse_cuda_only_op(const c10::OperatorHandle& op, torch::jit::Stack*) {
               "CPU kernel to run on the host); run the program without it, or on a GPU");
 }
 
-// Zero of `type`: what `.item()` gives under Compute::kShapes.
-at::Scalar placeholder_scalar(c10::ScalarType type) {
-  if (type == c10::ScalarType::Bool) return at::Scalar(false);
-  if (c10::isComplexType(type)) return at::Scalar(c10::complex<double>(0, 0));
-  if (c10::isFloatingType(type)) return at::Scalar(0.0);
-  return at::Scalar(int64_t{0});
+// What `.item()` gives under Compute::kShapes: the placeholder of the tensor's memory (0, or 1
+// for the result of `all`; sim_internal.h) in the tensor's type.
+at::Scalar placeholder_scalar(const at::Tensor& self) {
+  const double value = placeholder_of(self);
+  const c10::ScalarType type = self.scalar_type();
+  if (type == c10::ScalarType::Bool) return at::Scalar(value != 0.0);
+  if (c10::isComplexType(type)) return at::Scalar(c10::complex<double>(value, 0));
+  if (c10::isFloatingType(type)) return at::Scalar(value);
+  return at::Scalar(static_cast<int64_t>(value));
 }
 
 at::Scalar local_scalar_dense(const at::Tensor& self) {
@@ -260,7 +263,7 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   // Compute::kShapes there is none: the placeholder, zero of the tensor's type.
   at::Scalar value;
   if (computes_shapes_only()) {
-    value = placeholder_scalar(self.scalar_type());
+    value = placeholder_scalar(self);
     if (events::collecting()) events::record_event(kValueNotComputed, "item");
   } else {
     value = at::native::_local_scalar_dense_cpu(self);
@@ -476,6 +479,10 @@ void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const S
     }
   }
   call.restore_results(stack);
+  if (computes_shapes_only() && schema.name() == "aten::all") {
+    const c10::IValue& result = stack->back();
+    if (result.isTensor()) set_placeholder(result.toTensor(), 1.0);  // data taken to be valid
+  }
   // The first wait ends when the op's work is done (sim ran it just now): it is timed from the
   // op's start, as the host's wait for a value the op computes; the next ones wait for nothing
   // more (each timed from the one before).

@@ -89,10 +89,12 @@ class AddressSpace {
   std::atomic<uint64_t> next_{0};
 };
 
-// A block of device memory under kShapes: its account and size (the DataPtr's context).
+// A block of device memory under kShapes: its account and size (the DataPtr's context), and
+// the placeholder its elements read as on the host (sim_internal.h, placeholder_of).
 struct ShapesBlock {
   int64_t nbytes;
   int device;
+  double placeholder = 0.0;
 };
 
 void free_shapes_block(void* ctx) {
@@ -112,7 +114,7 @@ class SimDeviceAllocator final : public c10::Allocator {
     g_made_device_memory.store(true, std::memory_order_relaxed);
     const c10::Device device(type_, t_current_device);
     if (nbytes > 0 && computes_shapes_only()) {
-      auto* block = new ShapesBlock{static_cast<int64_t>(nbytes), t_current_device};
+      auto* block = new ShapesBlock{static_cast<int64_t>(nbytes), t_current_device, 0.0};
       memory::charge(block->device, block->nbytes);
       return {AddressSpace::get().take(nbytes), block, &free_shapes_block, device};
     }
@@ -339,6 +341,24 @@ std::once_flag g_cuda_once;
 std::atomic<bool> g_serves_cuda{false};
 
 }  // namespace
+
+namespace {
+ShapesBlock* shapes_block_of(const at::Tensor& t) {
+  if (!t.defined() || !t.has_storage()) return nullptr;
+  const c10::DataPtr& ptr = t.storage().data_ptr();
+  return ptr.get_deleter() == &free_shapes_block ? static_cast<ShapesBlock*>(ptr.get_context())
+                                                 : nullptr;
+}
+}  // namespace
+
+double placeholder_of(const at::Tensor& t) {
+  const ShapesBlock* block = shapes_block_of(t);
+  return block ? block->placeholder : 0.0;
+}
+
+void set_placeholder(const at::Tensor& t, double value) {
+  if (ShapesBlock* block = shapes_block_of(t)) block->placeholder = value;
+}
 
 c10::Allocator* device_allocator(c10::DeviceType type) {
   return type == c10::DeviceType::CUDA ? &g_cuda_allocator : &g_device_allocator;
