@@ -69,6 +69,8 @@ def measured(report: dict) -> dict:
         "all_gather_bytes": step.get("collective.all_gather.bytes", 0),
         "reduce_scatter_count": step.get("collective.reduce_scatter.count", 0),
         "reduce_scatter_bytes": step.get("collective.reduce_scatter.bytes", 0),
+        "step_wall_s": rank0["timing"]["step_time.median"] / 1e9,
+        "step_cpu_s": rank0["timing"]["step_cpu_time.median"] / 1e9,
     }
 
 
@@ -103,7 +105,8 @@ def main() -> int:
           f"{got['ranks']} sim ranks, --compute shapes, {args.steps} steps")
     print(f"  wall {wall:.1f} s for the whole run (start-up, set-up, {args.steps} steps); "
           f"largest rank RSS {rss / GiB:.2f} GiB")
-    print(f"  per rank and step: {got['launches']:.0f} launches, {got['syncs']:.0f} syncs")
+    print(f"  per rank and step: {got['launches']:.0f} launches, {got['syncs']:.0f} syncs; a step "
+          f"took {got['step_wall_s']:.2f} s ({got['step_cpu_s']:.2f} s of CPU) on rank 0")
     for kind in ("all_gather", "reduce_scatter"):
         print(f"  {kind}: {got[kind + '_count']:.0f} ({expected[kind + '_count']} expected), "
               f"{got[kind + '_bytes'] / GiB:.3f} GiB ({expected[kind + '_bytes'] / GiB:.3f} "

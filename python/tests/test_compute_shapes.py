@@ -58,10 +58,13 @@ def _peaks(report: dict) -> dict:
     "cuda_loop.py",             # x[mask] (nonzero: torch's bound), loss.item() each step
     "cuda_gaussian_policy.py",  # torch.distributions' validation: `.all()` reads true
     "hf_trainer.py",            # the Hugging Face Trainer: attention masks checked with .all()
+    "torchvision_resnet.py",    # channels-last convolutions under autocast: cuDNN's layout
 ])
 def test_a_program_counts_the_same_without_computing(tmp_path, program):
     if program == "hf_trainer.py":
         pytest.importorskip("transformers")
+    if program == "torchvision_resnet.py":
+        pytest.importorskip("torchvision")
     values, _ = _run(tmp_path, "values", str(PROGRAMS / program))
     shapes, r = _run(tmp_path, "shapes", str(PROGRAMS / program))
     assert _counted(shapes) == _counted(values)

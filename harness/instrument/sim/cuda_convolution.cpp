@@ -33,13 +33,18 @@ std::vector<int64_t> ints(c10::SymIntArrayRef v) {
   return out;
 }
 
-// A convolution without bias on the host, its result on the input's sim device.
+c10::MemoryFormat cudnn_memory_format(const at::Tensor& input, const at::Tensor& weight);
+
+// A convolution without bias on the host, its result on the input's sim device; in `layout` where
+// given (cuDNN's: the host kernel's own choice, and a meta function's, need not be CUDA's).
 at::Tensor host_convolution(const at::Tensor& input, const at::Tensor& weight,
                             const std::optional<at::Tensor>& bias, at::IntArrayRef stride,
                             at::IntArrayRef padding, at::IntArrayRef dilation, bool transposed,
-                            at::IntArrayRef output_padding, int64_t groups) {
+                            at::IntArrayRef output_padding, int64_t groups,
+                            std::optional<c10::MemoryFormat> layout = std::nullopt) {
   at::Tensor out = at::convolution(on_host(input), on_host(weight), on_host(bias), stride, padding,
                                    dilation, transposed, output_padding, groups);
+  if (layout) out = out.contiguous(*layout);
   return to_device(out, input.device());
 }
 
@@ -49,7 +54,7 @@ at::Tensor cudnn_convolution(const at::Tensor& self, const at::Tensor& weight,
   return launch_on_host("aten::cudnn_convolution", self, [&] {
     const std::vector<int64_t> zeros(padding.size(), 0);
     return host_convolution(self, weight, std::nullopt, ints(stride), ints(padding), ints(dilation),
-                            false, zeros, groups.expect_int());
+                            false, zeros, groups.expect_int(), cudnn_memory_format(self, weight));
   });
 }
 
@@ -60,7 +65,8 @@ at::Tensor cudnn_convolution_transpose(const at::Tensor& self, const at::Tensor&
                                        c10::SymInt groups, bool, bool, bool) {
   return launch_on_host("aten::cudnn_convolution_transpose", self, [&] {
     return host_convolution(self, weight, std::nullopt, ints(stride), ints(padding), ints(dilation),
-                            true, ints(output_padding), groups.expect_int());
+                            true, ints(output_padding), groups.expect_int(),
+                            cudnn_memory_format(self, weight));
   });
 }
 
