@@ -5,6 +5,8 @@
 
 #include <sys/stat.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -38,6 +40,17 @@ std::string default_ranks() {
 const CLI::Validator kNotEmpty(
     [](std::string& path) { return path.empty() ? std::string("an empty path") : std::string(); },
     "", "not empty");
+
+// A number flag's value must be a finite number: CLI11's Range lets NaN through (every comparison
+// with it is false), and a NaN threshold passes every regression.
+const CLI::Validator kFinite(
+    [](std::string& text) {
+      char* end = nullptr;
+      const double value = std::strtod(text.c_str(), &end);
+      return end != text.c_str() && std::isfinite(value) ? std::string()
+                                                          : "'" + text + "' is not a finite number";
+    },
+    "", "finite");
 
 // What names one output file: "-" (stdout), or the path made absolute with its symlinks resolved;
 // "" for a device (/dev/null), which any number of outputs may share.
@@ -211,11 +224,11 @@ CLI::App* define_compare(CLI::App& app, CompareOptions& o) {
                     "Also give host memory levels of scenarios on ranks a verdict (by default "
                     "informational: Gloo's and autograd's threads make them vary from run to run)");
   compare->add_option("--alpha", o.time.alpha, "Significance of the time test")
-      ->check(CLI::Range(1e-9, 0.5))
+      ->check(kFinite)->check(CLI::Range(1e-9, 0.5))
       ->capture_default_str();
   compare->add_option("--max-ratio", o.time.max_ratio,
                       "A time regresses when slower than this ratio (and significant)")
-      ->check(CLI::Range(1.0, 1000.0))
+      ->check(kFinite)->check(CLI::Range(1.0, 1000.0))
       ->capture_default_str();
   compare->add_option("--min-samples", o.time.min_samples,
                       "Timed steps each side needs, else the time is inconclusive")
@@ -274,16 +287,16 @@ HistoryCommands define_history(CLI::App& app, HistoryOptions& o) {
         ->capture_default_str();
     sub->add_option("--max-pvalue", o.check.change_points.max_pvalue,
                     "Significance of a change in step time (t-test)")
-        ->check(CLI::Range(1e-12, 0.5))
+        ->check(kFinite)->check(CLI::Range(1e-12, 0.5))
         ->capture_default_str();
     sub->add_option("--min-magnitude", o.check.change_points.min_magnitude,
                     "A change in step time smaller than this relative change is dropped")
-        ->check(CLI::Range(0.0, 100.0))
+        ->check(kFinite)->check(CLI::Range(0.0, 100.0))
         ->capture_default_str();
     sub->add_option("--fdr", o.check.fdr,
                     "False discovery rate of step-time changes over all series of the check "
                     "(Benjamini-Hochberg)")
-        ->check(CLI::Range(1e-12, 0.5))
+        ->check(kFinite)->check(CLI::Range(1e-12, 0.5))
         ->capture_default_str();
     sub->add_option("--min-runs", o.check.min_runs,
                     "Runs at a new step time, not explained by the machine probe or a wait for "

@@ -53,6 +53,7 @@ Provenance make_provenance(const BenchOptions& o, const runtime::DeviceSelection
   p.instrument_status = instrument.status();
   p.hostname = host_name();
   p.started_at = utc_now();
+  p.process_id = new_process_id();
   return p;
 }
 

@@ -158,6 +158,8 @@ Provenance provenance_from(const py::dict& p) {
   out.instrument_status = "ok";
   out.hostname = text("hostname");
   out.started_at = text("started_at");
+  static const std::string process_id = new_process_id();  // one for the process's reports
+  out.process_id = process_id;
   out.intra_op_threads = at::get_num_threads();  // this process's, as bench's leader
   return out;
 }

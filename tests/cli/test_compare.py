@@ -421,10 +421,31 @@ class Repetitions(unittest.TestCase):
             bad = os.path.join(tmp, "bad.json")
             r = bench("merge", bad, parts[0], other)
             self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
-            self.assertIn("has no result for resume_adam fresh/foreach", r.stderr)
+            self.assertIn("no variant fresh/foreach", r.stderr)
+            # Only one command's processes merge, each once (issue 53): another device, other
+            # settings, the same process twice are refused, naming what differs.
+            cpu = os.path.join(tmp, "cpu.json")
+            fewer = os.path.join(tmp, "fewer.json")
+            for path, flags in ((cpu, ("--device", "cpu", "--steps", "10")),
+                                (fewer, ("--device", "sim", "--steps", "3"))):
+                r = bench("--scenario", "resume_adam", "--variant", "fresh/foreach", *flags,
+                          "--quiet", "--out", path)
+                self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for inputs, message in (((parts[0], cpu), "device 'cpu' where the first has 'sim'"),
+                                    ((parts[0], fewer), "measured_steps=3"),
+                                    ((parts[0], parts[1], parts[0]), "the same process")):
+                r = bench("merge", bad, *inputs)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(message, r.stderr)
             r = bench("merge", bad, parts[0])
             self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
             self.assertIn("give two or more reports", r.stderr)
+            # A statistics flag is a finite number (NaN passed every range check, and then every
+            # regression: issue 53).
+            for flag, value in (("--max-ratio", "nan"), ("--alpha", "inf"), ("--alpha", "-nan")):
+                r = bench("compare", parts[0], parts[1], flag, value)
+                self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+                self.assertIn(f"{flag}: '{value}' is not a finite number", r.stderr)
             self.assertFalse(os.path.exists(bad))
 
     def test_bad_input_in_a_process_and_a_stop(self):

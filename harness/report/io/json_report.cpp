@@ -66,6 +66,7 @@ ReportJson provenance_json(const Provenance& p) {
           {"instrument_status", p.instrument_status},
           {"hostname", p.hostname},
           {"started_at", p.started_at},
+          {"process_id", p.process_id},
           {"world_size", p.world_size},
           {"ranks_per_host", p.ranks_per_host},
           {"cpu_count", p.cpu_count},

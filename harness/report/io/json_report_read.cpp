@@ -179,6 +179,7 @@ Provenance read_provenance(const Node& p) {
   out.instrument_status = opt_string(p, "instrument_status");
   out.hostname = opt_string(p, "hostname");
   out.started_at = opt_string(p, "started_at");
+  out.process_id = opt_string(p, "process_id");
   if (auto n = p.find("world_size")) out.world_size = static_cast<int>(n->integer());
   if (auto n = p.find("ranks_per_host")) out.ranks_per_host = static_cast<int>(n->integer());
   if (auto n = p.find("cpu_count")) out.cpu_count = static_cast<int>(n->integer());

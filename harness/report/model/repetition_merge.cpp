@@ -130,7 +130,76 @@ void restate_timing(VariantResult& v, const std::map<std::string, std::vector<do
   }
 }
 
+std::string differs(const char* field, const std::string& a, const std::string& b) {
+  return a == b ? "" : std::string(field) + " '" + b + "' where the first has '" + a + "'";
+}
+
+std::string config_text(const std::map<std::string, std::string>& config) {
+  std::string out;
+  for (const auto& [k, v] : config) out += (out.empty() ? "" : ", ") + k + "=" + v;
+  return out;
+}
+
+bool same_samples(const RunReport& a, const RunReport& b) {
+  bool any = false;
+  for (const ScenarioResult& s : a.scenarios) {
+    const ScenarioResult* t = find_scenario(b, s.name);
+    for (const VariantResult& v : s.variants) {
+      const VariantResult* w = t ? find_variant(*t, v.name) : nullptr;
+      if (w == nullptr || v.samples != w->samples) return false;
+      any = any || !v.samples.empty();
+    }
+  }
+  return any;
+}
+
 }  // namespace
+
+std::string unmergeable(const RunReport& first, const RunReport& other) {
+  const Provenance& a = first.provenance;
+  const Provenance& b = other.provenance;
+  const std::string fields[] = {
+      differs("device", a.device, b.device),
+      differs("compute", a.compute, b.compute),
+      differs("instrument", a.instrument, b.instrument),
+      differs("tool_version", a.tool_version, b.tool_version),
+      differs("git_sha", a.git_sha, b.git_sha),
+      differs("build_type", a.build_type, b.build_type),
+      differs("libtorch_version", a.libtorch_version, b.libtorch_version),
+      differs("world_size", std::to_string(a.world_size), std::to_string(b.world_size)),
+  };
+  for (const std::string& d : fields) {
+    if (!d.empty()) return d;
+  }
+  if (first.scenarios.size() != other.scenarios.size()) {
+    return "scenarios: " + std::to_string(other.scenarios.size()) + " where the first has " +
+           std::to_string(first.scenarios.size());
+  }
+  for (const ScenarioResult& s : first.scenarios) {
+    const ScenarioResult* t = find_scenario(other, s.name);
+    if (t == nullptr) return "scenarios: no " + s.name;
+    const std::string config = differs(("scenario " + s.name + " config").c_str(),
+                                       config_text(s.config), config_text(t->config));
+    if (!config.empty()) return config;
+    if (s.variants.size() != t->variants.size()) {
+      return "scenario " + s.name + ": " + std::to_string(t->variants.size()) +
+             " variants where the first has " + std::to_string(s.variants.size());
+    }
+    for (const VariantResult& v : s.variants) {
+      const VariantResult* w = find_variant(*t, v.name);
+      if (w == nullptr) return "scenario " + s.name + ": no variant " + v.name;
+      if (w->ran && w->samples.empty()) {
+        return "scenario " + s.name + " variant " + v.name + ": no samples (nothing to merge)";
+      }
+    }
+  }
+  if ((!a.process_id.empty() && a.process_id == b.process_id) || same_samples(first, other)) {
+    return "the same process as the first (process_id " +
+           (b.process_id.empty() ? std::string("absent, every sample equal") : b.process_id) +
+           "): a process counts once";
+  }
+  return "";
+}
 
 RunReport merge_repetitions(const std::vector<RunReport>& per_process) {
   if (per_process.empty()) throw std::invalid_argument("merge_repetitions: no report");

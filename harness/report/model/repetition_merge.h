@@ -17,6 +17,13 @@
 
 namespace harness {
 
+// What keeps `other` from being merged with `first` as another process of the same command, or
+// "" when nothing does: another device, compute mode, instrument, build (tool version, commit,
+// build type, LibTorch), world size; other scenarios or variants, or other scenario settings
+// (steps, preset: each scenario's config); a variant without samples; the same process twice
+// (its process_id, or every sample series equal).
+std::string unmergeable(const RunReport& first, const RunReport& other);
+
 // `per_process[k]` is the report of process k. Throws std::invalid_argument when empty, and
 // InputError when the processes ran other scenarios or variants (not one command).
 RunReport merge_repetitions(const std::vector<RunReport>& per_process);

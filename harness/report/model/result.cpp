@@ -2,10 +2,21 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <random>
 
 #include "harness/report/model/pattern.h"
 
 namespace harness {
+
+std::string new_process_id() {
+  std::random_device device;
+  const uint64_t id = (static_cast<uint64_t>(device()) << 32) ^ device();
+  char text[17];
+  std::snprintf(text, sizeof text, "%016llx", static_cast<unsigned long long>(id));
+  return text;
+}
 
 bool is_event_kind(const std::string& kind) {
   return kind == kGraphBreak || kind == kRecompile || kind == kCaptureBlocker ||

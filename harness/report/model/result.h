@@ -147,7 +147,6 @@ struct Provenance {
   std::string cuda_version;        // empty: not built with CUDA
   std::string cupti_version;       // empty: not built with CUPTI
   std::string device;              // "sim", "cuda", "cpu"
-  std::string compute = "values";  // sim's: "values", or "shapes" (meta functions only; 1.10)
   std::string device_name;         // e.g. "sim (simulated accelerator, host memory)", "NVIDIA H100"
   std::string instrument;          // "dispatcher", "cupti", "ops-only"
   std::string instrument_status;   // "ok", or why it is degraded / unavailable
@@ -157,6 +156,8 @@ struct Provenance {
   int ranks_per_host = 1;  // ranks on the leader's host (LOCAL_WORLD_SIZE); 1 without ranks
   int cpu_count = 0;       // CPUs the leader may run on (its affinity mask); 0: not known
   int intra_op_threads = 0;  // the leader's intra-op (OpenMP) threads; 0: not known
+  std::string compute = "values";  // sim's: "values", or "shapes" (meta functions only; 1.10)
+  std::string process_id;          // random, one per process that measured (1.10; "" before)
 };
 
 // samples.machine_probe (schema 1.6.0): the time of a fixed piece of host work timed after each
@@ -187,6 +188,9 @@ struct RunReport {
   std::vector<std::string> warnings;  // about the trust in the numbers: debug build, sim device, ...
   std::vector<ScenarioResult> scenarios;
 };
+
+// A new random process id (16 hex digits), for Provenance::process_id.
+std::string new_process_id();
 
 // Lookup helpers used by gates and reporters. Metric paths address a variant's measurements:
 //   "per_step.<name>", "total.<name>", "timing.<name>", "phase[<phase>].<name>"
