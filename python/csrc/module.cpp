@@ -26,6 +26,7 @@
 #include "harness/instrument/phase_scope.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/report/gates/expectations.h"
+#include "harness/report/gates/gate.h"
 #include "harness/report/io/atomic_write.h"
 #include "harness/report/io/json_report.h"
 #include "harness/report/model/rank_merge.h"
@@ -224,6 +225,26 @@ std::pair<bool, std::string> check_expectations_of(const std::string& report_pat
   return {check.failed(strict), check.text(strict)};
 }
 
+// run's inputs read before the program runs, as bench reads its own (issue 53): each gate file
+// parsed and its rules' scenarios and variants checked against what the run can report
+// (`scenario`: its steps and the set-up before them, on one process or on ranks), the baseline
+// read as a report, the expectations file parsed. InputError names the file and the problem.
+void check_run_inputs(const std::vector<std::string>& gates, const std::string& baseline,
+                      const std::string& expect, const std::string& scenario) {
+  constexpr int kRanksPossible = 64;  // each rank owns one of sim's devices, at most 64
+  GateCatalog catalog;
+  std::vector<std::string>& variants = catalog[scenario];
+  for (const char* window : {"before_steps", "steps"}) {
+    variants.emplace_back(window);
+    for (int rank = 0; rank < kRanksPossible; ++rank) {
+      variants.push_back("rank" + std::to_string(rank) + "/" + window);
+    }
+  }
+  for (const std::string& path : gates) check_gate_names(parse_gate_file(path), catalog);
+  if (!baseline.empty()) (void)read_report_file(baseline);
+  if (!expect.empty()) (void)parse_expectations_file(expect);
+}
+
 // run --write-expectations: every site of the report, with its count per step.
 void write_expectations_of(const std::string& report_path, const std::string& out_path,
                            const std::string& description) {
@@ -285,6 +306,9 @@ PYBIND11_MODULE(_C, m) {
   // A program's other threads (a loader, a metrics worker) are not in the main thread's phase.
   set_phases_per_thread(true);
   python::install_python_sites();
+  m.def("check_run_inputs", &python::check_run_inputs, py::arg("gates"), py::arg("baseline"),
+        py::arg("expect"), py::arg("scenario"),
+        "Reads run's gate files, baseline and expectations before the program runs");
   m.def("check_expectations", &python::check_expectations_of, py::arg("report"),
         py::arg("expectations"), py::arg("strict") = false,
         "(failed, text): the report's sites against an expectations file");

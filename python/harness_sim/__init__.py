@@ -18,7 +18,16 @@ See README.md, "From Python".
 """
 from __future__ import annotations
 
-import torch
+import sys
+
+try:
+    import torch
+except ImportError as _e:
+    if sys.argv[:1] == ["-m"]:  # python -m harness_sim ...: the command's status, with why
+        print(f"python -m harness_sim: cannot import torch ({_e}); install the torch harness_sim "
+              "was built against", file=sys.stderr)
+        raise SystemExit(3) from None
+    raise
 
 from ._version import check_torch as _check_torch
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.machinery
 import importlib.util
 import os
 import shutil
@@ -171,6 +172,7 @@ def _checked(args: argparse.Namespace, script: str | None, module: str | None,
     _check_rank(args)
     bench = _bench(args)
     _check_paths(args)
+    _read_inputs(args, script, module)
     if job is not None and torchrun is None:  # torchrun's rank r > 0, its flags checked as rank 0's
         os.makedirs(job[0], exist_ok=True)
         _as_rank(args, job[0])
@@ -205,24 +207,55 @@ def _check_program(args: argparse.Namespace, script: str | None, module: str | N
         raise _Usage("`--` or `-m` must be followed by the program")
     if script is not None and not os.path.isfile(script):
         raise _Usage(f"no such script: {script}")
-    # A module that is not there is bad input, as a missing script is (its top-level package is
-    # looked up without importing anything; a missing submodule is found when the program runs).
-    if module is not None and not _top_level_module_exists(module.split(".")[0]):
-        raise _Usage(f"no module named {module.split('.')[0]!r} (-m {module})")
+    # A module that is not there is bad input, as a missing script is: its top-level package is
+    # looked up, and its submodules in the package's directories, importing nothing (a package's
+    # __init__ runs when the program does, counted).
+    if module is not None:
+        missing = _missing_part(module)
+        if missing:
+            raise _Usage(f"no module named {missing!r} (-m {module})")
     if args.skip_steps < 0:
         raise _Usage("--skip-steps must be >= 0")
 
 
-def _top_level_module_exists(name: str) -> bool:
-    """Whether `python -m` would find the package or module `name`, from the directory it adds
-    (the current one) as the program will run (_run_program), importing nothing."""
+def _missing_part(dotted: str) -> str | None:
+    """The first part of module `dotted` ("pkg", "pkg.sub") that `python -m` would not find, or
+    None: the top level as _top_level_spec finds it, each submodule as a file or a
+    directory in its package's directories. Where a package's directories cannot be known without
+    importing it (a package made at import time), the rest is left to the run."""
+    parts = dotted.split(".")
+    spec = _top_level_spec(parts[0])
+    if spec is None:
+        return parts[0]
+    if len(parts) > 1 and spec.submodule_search_locations is None:
+        return ".".join(parts[:2])  # a module, not a package: it has no submodules
+    locations = list(spec.submodule_search_locations or [])
+    suffixes = importlib.machinery.all_suffixes()
+    for i, part in enumerate(parts[1:], start=2):
+        found = []
+        for base in locations:
+            if os.path.isdir(os.path.join(base, part)):
+                found.append(os.path.join(base, part))
+            elif any(os.path.isfile(os.path.join(base, part + s)) for s in suffixes):
+                found.append(None)
+        if not found and locations:
+            return ".".join(parts[:i])
+        locations = [f for f in found if f]
+        if not locations:
+            break  # a module file: what follows it is for the run to judge
+    return None
+
+
+def _top_level_spec(name: str):
+    """How `python -m` would find the package or module `name`, from the directory it adds (the
+    current one) as the program will run (_run_program), importing nothing; None: it would not."""
     saved = sys.path[0] if sys.path else None
     if sys.path:
         sys.path[0] = os.getcwd()
     try:
-        return importlib.util.find_spec(name) is not None
+        return importlib.util.find_spec(name)
     except (ImportError, ValueError):
-        return False
+        return None
     finally:
         if saved is not None:
             sys.path[0] = saved
@@ -322,7 +355,7 @@ def _check_paths(args: argparse.Namespace) -> None:
                                                              (args.expect, "--expect")]):
         if path and os.path.isdir(path):
             raise _Usage(f"{what} {path}: is a directory")
-        if path and not os.path.isfile(path):
+        if path and not os.path.exists(path):
             raise _Usage(f"{what} {path}: no such file")
     seen: dict[str, str] = {}
     for name, what in _OUTPUTS:
@@ -338,6 +371,18 @@ def _check_paths(args: argparse.Namespace) -> None:
             raise _Usage(f"{seen[key]} and {what} name one file, {path}: each output needs "
                          "its own")
         seen[key] = what
+
+
+def _read_inputs(args: argparse.Namespace, script: str | None, module: str | None) -> None:
+    """The gate files, the baseline and the expectations file read and checked now, as bench
+    reads its own before it runs anything: one that is malformed, names a scenario or variant
+    this run cannot report, or is not a regular file (a FIFO, /dev/zero) is bad input before the
+    program runs, not after (issue 53)."""
+    name = args.scenario or (os.path.splitext(os.path.basename(script))[0] if script else module)
+    try:
+        _C.check_run_inputs(args.gate, args.baseline or "", args.expect or "", name)
+    except ValueError as e:  # _C.InputError
+        raise _Usage(str(e)) from None
 
 
 def _as_rank(args: argparse.Namespace, rank_dir: str) -> None:

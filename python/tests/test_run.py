@@ -308,6 +308,74 @@ def test_a_missing_module_is_bad_input(tmp_path, capsys, monkeypatch):
         capsys.readouterr().err)
 
 
+def test_a_missing_submodule_is_bad_input_and_nothing_is_imported(tmp_path, capsys, monkeypatch):
+    """The package's directories are searched without importing it (issue 53: it exited 3)."""
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("raise SystemExit('imported')\n")
+    (package / "train.py").write_text("")
+    monkeypatch.chdir(tmp_path)
+    assert run(["-m", "pkg.missing.train"]) == 2
+    assert "no module named 'pkg.missing' (-m pkg.missing.train)" in capsys.readouterr().err
+
+
+def test_run_without_torch_says_so_and_exits_3(tmp_path):
+    """Not 1, a failed gate's status (issue 53)."""
+    shadow = tmp_path / "shadow" / "torch"
+    shadow.mkdir(parents=True)
+    (shadow / "__init__.py").write_text("raise ImportError('no torch here')\n")
+    r = subprocess.run([sys.executable, "-m", "harness_sim", "run", "--", "x.py"], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(tmp_path / "shadow")))
+    assert r.returncode == 3, r.stderr
+    assert "cannot import torch (no torch here)" in r.stderr and "Traceback" not in r.stderr
+
+
+_MARK = "import pathlib; pathlib.Path('ran').touch()\n"
+
+
+@pytest.mark.parametrize("flag, content, message", [
+    ("--gate", "{not json", "not valid JSON"),
+    ("--gate", json.dumps({"gate_version": 1, "rules": [{"scenario": "no_such_scenario", "variant": "steps",
+                                      "metric": "per_step.sync.count", "max": 0}]}),
+     "no_such_scenario"),
+    ("--gate", json.dumps({"gate_version": 1, "rules": [{"scenario": "prog",
+                                                          "variant": "no_such_variant",
+                                      "metric": "per_step.sync.count", "max": 0}]}),
+     "no_such_variant"),
+    ("--baseline", "{}", "invalid report 'input.json'"),
+    ("--expect", json.dumps({"expectations_version": 1, "sites": [
+        {"scenario": "prog", "variant": "steps", "site": "sync", "phase": "(none)",
+         "what": "aten::_local_scalar_dense, item", "frame": "prog.py:1 in <module>",
+         "per_step": 1, "reason": "r"}] * 2}),
+     "sites[1] is the same site as sites[0]"),
+])
+def test_bad_inputs_are_found_before_the_program_runs(tmp_path, capsys, monkeypatch, flag,
+                                                      content, message):
+    """As bench reads its gates, baseline and expectations before it runs anything (issue 53:
+    run found them after the program had run to its end)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "input.json").write_text(content)
+    prog = _script(tmp_path, _MARK)
+    assert run([flag, "input.json", "--", prog]) == 2
+    assert message in capsys.readouterr().err
+    assert not (tmp_path / "ran").exists()
+
+
+@pytest.mark.parametrize("flag", ["--gate", "--expect", "--baseline"])
+def test_an_input_that_is_not_a_regular_file_gets_benchs_message(tmp_path, capsys, monkeypatch,
+                                                                 flag):
+    monkeypatch.chdir(tmp_path)
+    os.mkfifo(tmp_path / "fifo")
+    prog = _script(tmp_path, _MARK)
+    for path, kind in ((str(tmp_path / "fifo"), "is a FIFO"),
+                       ("/dev/zero", "is a character device")):
+        assert run([flag, path, "--", prog]) == 2
+        err = capsys.readouterr().err
+        assert f"cannot read" in err and f"{path}': {kind}; give a regular file" in err, err
+    assert not (tmp_path / "ran").exists()
+
+
 def test_relative_outputs_stay_where_run_was_started(tmp_path, monkeypatch):
     # a program that changes directory does not move run's outputs
     work, elsewhere = tmp_path / "work", tmp_path / "elsewhere"

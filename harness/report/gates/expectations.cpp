@@ -112,8 +112,20 @@ ExpectationsFile parse_expectations_text(const std::string& text, const std::str
     out.description = j["description"].get<std::string>();
   }
   if (!j.contains("sites") || !j["sites"].is_array()) fail("'sites' must be an array");
+  // Two entries for one site: a check would match the site to one and report the other "did not
+  // occur" (and --strict fail on it); which count was meant is the user's to say.
+  std::map<std::string, size_t> first_of;
   for (size_t i = 0; i < j["sites"].size(); ++i) {
     out.entries.push_back(EntryParser(j["sites"][i], i, source).parse());
+    const Expectation& e = out.entries.back();
+    const std::string key = e.scenario + "\n" + e.variant + "\n" + (e.sync ? "sync" : "copy") +
+                            "\n" + e.phase + "\n" + e.what + "\n" + e.frame + "\n" + e.library;
+    const auto [it, fresh] = first_of.emplace(key, i);
+    if (!fresh) {
+      fail("sites[" + std::to_string(i) + "] is the same site as sites[" +
+           std::to_string(it->second) + "] (" + e.frame + ", " + e.what + " in " + e.phase +
+           "): give each site once, with its count per step");
+    }
   }
   return out;
 }

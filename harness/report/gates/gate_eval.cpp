@@ -411,12 +411,13 @@ std::vector<std::string> matching(const std::string& pattern,
   return out;
 }
 
-// A scenario or variant the rule names and the catalog knows, but the run left out.
+// A scenario or variant the rule names and the catalog knows, but the run left out (`absence`
+// says so: "scenario x is not in the run").
 RuleOutcome missing(const GateRule& rule, const std::string& scenario, const std::string& variant,
-                    const std::string& what, bool allow_missing) {
+                    const std::string& absence, bool allow_missing) {
   return finish(outcome(rule, scenario, variant),
                 allow_missing ? RuleStatus::Skipped : RuleStatus::Fail,
-                what + " is not in the run" +
+                absence +
                     (allow_missing ? " (--allow-missing)"
                                    : ": a gate passes only on what was counted (--allow-missing "
                                      "skips rules for what a run leaves out)"));
@@ -472,19 +473,21 @@ void evaluate_rule_in_scope(const GateFile& gate, const GateRule& rule, const Ru
         std::find(known->second.begin(), known->second.end(), rule.variant) != known->second.end();
     if (wildcard_count(rule.variant) == 0 && variant_known &&
         find_variant(scenario, rule.variant) == nullptr) {
-      outcomes.push_back(missing(rule, scenario.name, rule.variant, "variant " + rule.variant,
+      outcomes.push_back(missing(rule, scenario.name, rule.variant,
+                                 "variant " + rule.variant + " is not in the run",
                                  scope.allow_missing));
     }
   }
   if (wildcard_count(rule.scenario) == 0 && find_scenario(report, rule.scenario) == nullptr &&
       catalog.count(rule.scenario) > 0) {
-    outcomes.push_back(missing(rule, rule.scenario, rule.variant, "scenario " + rule.scenario,
+    outcomes.push_back(missing(rule, rule.scenario, rule.variant,
+                               "scenario " + rule.scenario + " is not in the run",
                                scope.allow_missing));
   }
   if (outcomes.size() == before) {
     outcomes.push_back(missing(rule, rule.scenario, rule.variant,
-                               "nothing the rule names (scenario '" + rule.scenario +
-                                   "', variant '" + rule.variant + "')",
+                               "the run has no scenario or variant the rule names (scenario '" +
+                                   rule.scenario + "', variant '" + rule.variant + "')",
                                scope.allow_missing));
   }
 }
