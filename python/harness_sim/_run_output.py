@@ -184,33 +184,36 @@ def _summary(windows, name: str, skip: int, out: str | None, trace: str | None =
         w(f"  trace: {trace}\n")
 
 
+# The sites of each kind the summary shows; the rest are counted in the report.
+MAX_SITE_LINES = 20
+
+
 def _site_lines(counts: dict, steps: int) -> None:
-    """Each line of the program that synced or made a blocking or pageable copy in the counted
-    steps, on its own, the most frequent first."""
+    """The lines of the program that synced, made a blocking or pageable copy, or had an event
+    in the counted steps, the most frequent first: at most MAX_SITE_LINES of each kind, then how
+    many more the report has (a program with 100,000 syncing lines printed them all)."""
     w = sys.stderr.write
-    syncs = sorted(counts["sync_sites"], key=lambda s: -s["count"])
-    if syncs:
-        w(f"  sync sites in the {steps} counted steps, by line:\n")
-    for s in syncs:
-        where = _counting._where(s["frame"], s["library"])
-        w(f"    {s['count']} x {s['op']} ({s['reason']}) in {s['phase']}"
-          + (f" at {where}" if where else "")
-          + (f" [allowed: {s['allowed']}]" if s["allowed"] else "") + "\n")
-    copies = sorted(counts["copy_sites"], key=lambda s: -s["count"])
-    if copies:
-        w(f"  copy sites in the {steps} counted steps (blocking or pageable), by line:\n")
-    for s in copies:
-        where = _counting._where(s["frame"], s["library"])
-        w(f"    {s['count']} x {s['how']} {s['kind']} ({s['bytes']} bytes) in {s['phase']}"
-          + (f" at {where}" if where else "") + "\n")
-    events = sorted(counts.get("event_sites", []), key=lambda s: -s["count"])
-    if events:
-        w(f"  graph breaks, recompilations and capture blockers in the {steps} counted steps, "
-          "by line:\n")
-    for s in events:
-        where = _counting._where(s["frame"], s["library"])
-        w(f"    {s['count']} x {s['kind']} ({s['what']}) in {s['phase']}"
-          + (f" at {where}" if where else "") + "\n")
+
+    def block(rows, heading, text):
+        rows = sorted(rows, key=lambda s: -s["count"])
+        if rows:
+            w(f"  {heading.format(steps=steps)}, by line:\n")
+        for s in rows[:MAX_SITE_LINES]:
+            where = _counting._where(s["frame"], s["library"])
+            w(f"    {s['count']} x {text(s)} in {s['phase']}" + (f" at {where}" if where else "")
+              + (f" [allowed: {s['allowed']}]" if s.get("allowed") else "") + "\n")
+        if len(rows) > MAX_SITE_LINES:
+            w(f"    ... and {len(rows) - MAX_SITE_LINES} more sites in the report\n")
+
+    events = counts.get("event_sites", [])
+    block(counts["sync_sites"], "sync sites in the {steps} counted steps",
+          lambda s: f"{s['op']} ({s['reason']})")
+    block(counts["copy_sites"], "copy sites in the {steps} counted steps (blocking or pageable)",
+          lambda s: f"{s['how']} {s['kind']} ({s['bytes']} bytes)")
+    kinds = ("graph breaks, recompilations, capture blockers and values not computed"
+             if any(e["kind"] == "value_not_computed" for e in events) else
+             "graph breaks, recompilations and capture blockers")
+    block(events, kinds + " in the {steps} counted steps", lambda s: f"{s['kind']} ({s['what']})")
 
 
 def _gates(bench: str, report: str, args) -> int:

@@ -319,6 +319,28 @@ def test_a_missing_submodule_is_bad_input_and_nothing_is_imported(tmp_path, caps
     assert "no module named 'pkg.missing' (-m pkg.missing.train)" in capsys.readouterr().err
 
 
+def test_the_summary_shows_the_top_sites_and_how_many_more(tmp_path, capsys):
+    """30 syncing lines in one function: each named by its own line (sites read each function's
+    line table once, issue 53), the console shows 20 and says how many more the report has."""
+    body = "".join(f"    x.item()  # {i}\n" for i in range(30))
+    prog = _script(tmp_path, "import torch\n"
+                   "x = torch.ones(1, device='sim')\n"
+                   "w = torch.nn.Parameter(torch.ones(1, device='sim'))\n"
+                   "opt = torch.optim.SGD([w], lr=0.1)\n"
+                   "def step():\n" + body +
+                   "for _ in range(3):\n"
+                   "    step(); w.sum().backward(); opt.step(); opt.zero_grad()\n")
+    out = tmp_path / "r.json"
+    assert run(["--out", str(out), "--", prog]) == 0
+    err = capsys.readouterr().err
+    assert err.count("x aten::_local_scalar_dense (item)") == 20
+    assert "... and 10 more sites in the report" in err
+    (scenario,) = json.loads(out.read_text())["scenarios"]
+    steps = next(v for v in scenario["variants"] if v["name"] == "steps")
+    assert sorted(int(s["frame"].split(":")[1].split()[0]) for s in steps["sync_sites"]) == \
+        list(range(6, 36))
+
+
 def test_run_without_torch_says_so_and_exits_3(tmp_path):
     """Not 1, a failed gate's status (issue 53)."""
     shadow = tmp_path / "shadow" / "torch"
