@@ -65,10 +65,13 @@ bool starts_with(const std::string& s, const std::string& prefix) {
 std::string short_path(const std::string& file) {
   SitePaths& paths = site_paths();
   std::lock_guard<std::mutex> lock(paths.mu);
-  if (starts_with(file, paths.root)) return file.substr(paths.root.size());
+  // Packages first: a project-local virtual environment (.venv/lib/python3.11/site-packages)
+  // is under the program's root, and its packages are named from the package on all the same,
+  // as on a machine whose environment is elsewhere (issue 53).
   for (const std::string& dir : paths.package_dirs) {
     if (starts_with(file, dir)) return file.substr(dir.size());
   }
+  if (starts_with(file, paths.root)) return file.substr(paths.root.size());
   // A library outside those directories: from its package on.
   for (const char* package : {"/torch/", "/lightning/", "/pytorch_lightning/", "/harness_sim/"}) {
     const auto at = file.rfind(package);

@@ -232,3 +232,27 @@ def test_conjugate_and_negative_views_copy_to_and_from_sim():
                                torch.fft.ifft(x, n=10, dim=1))
     m = torch.randn(4, 4)
     torch.testing.assert_close(torch.linalg.eig(m.to("sim"))[0].cpu(), torch.linalg.eig(m)[0])
+
+
+def test_a_package_in_a_project_local_venv_is_named_from_the_package_on(tmp_path, monkeypatch):
+    """A .venv under the program's root: its packages are named as on any other machine
+    (mylib/__init__.py:2), not by the venv's path (issue 53)."""
+    import importlib
+    import harness_sim
+    from harness_sim import _C, _sites
+
+    packages = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages"
+    (packages / "mylib").mkdir(parents=True)
+    (packages / "mylib" / "__init__.py").write_text("def read(t):\n    return t.item()\n")
+    monkeypatch.syspath_prepend(str(packages))
+    mylib = importlib.import_module("mylib")
+    try:
+        _C.set_site_paths(str(tmp_path), _sites.package_dirs() + [str(packages)])
+        with harness_sim.count() as c:
+            mylib.read(torch.ones((), device="sim"))
+        (site,) = c.sync_sites
+        assert "mylib/__init__.py:2 in read" in (site.frame, site.library), site
+        assert ".venv" not in site.frame + site.library
+    finally:
+        _sites.configure()
+        sys.modules.pop("mylib", None)
