@@ -574,3 +574,20 @@ def test_a_started_rank_that_fails_fails_the_run_and_nothing_is_written(tmp_path
     assert "the program exited with status 5" in r.stderr
     assert "rank 1 (started by the program) exited with status 3" in r.stderr
     assert not out.exists()
+
+
+def test_sync_debug_mode_warns_at_each_syncing_line_of_the_program(tmp_path):
+    """As CUDA's warn_or_error_on_sync: a warning at each line that syncs, with the program's
+    frame (under the mapping of CUDA's names it was one warning, at harness_sim's own line:
+    issue 53)."""
+    script = tmp_path / "warn.py"
+    script.write_text("import torch\n"
+                      "torch.cuda.set_sync_debug_mode('warn')\n"
+                      "x = torch.ones(3, device='cuda')\n"
+                      "for i in range(2):\n"
+                      "    a = x.sum().item()\n"
+                      "    b = x.max().item()\n")
+    r = _as_cuda(tmp_path, "-q", "--", str(script))
+    warned = [line for line in r.stderr.splitlines() if "called a synchronizing CUDA" in line]
+    assert [line.split(": UserWarning")[0] for line in warned] == \
+        [f"{script}:5", f"{script}:6"], r.stderr[-2000:]
