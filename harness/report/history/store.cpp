@@ -237,6 +237,21 @@ void Store::open(bool writable) {
     name = immutable_uri(path_);
     flags |= SQLITE_OPEN_URI;
   }
+  // A write stopped mid-way (a `history add` killed at a CI job's time limit) leaves a hot
+  // journal, which SQLite rolls back at the next read -- a write: a reader that may write opens
+  // the file for writing for that (nothing else is written); one that may not is told what to do.
+  const std::string journal = path_ + "-journal";
+  if (!writable && size_or_zero(journal) > 0) {
+    if (::access(path_.c_str(), W_OK) == 0 && ::access(directory_of(path_).c_str(), W_OK) == 0) {
+      flags = SQLITE_OPEN_READWRITE;
+    } else {
+      throw InputError("history database '" + path_ + "' has an unfinished write (its journal '" +
+                       journal + "', left by a `bench history add` that stopped while writing): "
+                       "reading it rolls that write back, which needs write access to the file "
+                       "and its directory; run `bench history check` there once as a user who "
+                       "may write it");
+    }
+  }
   if (sqlite3_open_v2(name.c_str(), &db_, flags | SQLITE_OPEN_NOMUTEX, nullptr) != SQLITE_OK) {
     const std::string why = db_ ? sqlite3_errmsg(db_) : "out of memory";
     sqlite3_close(db_);
