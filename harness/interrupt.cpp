@@ -20,7 +20,14 @@ extern "C" void on_stop_signal(int sig) {
 
 }  // namespace
 
+namespace {
+std::atomic<bool> g_installed{false};
+}  // namespace
+
+bool stop_handlers_installed() noexcept { return g_installed.load(std::memory_order_relaxed); }
+
 void install_stop_handlers() {
+  g_installed.store(true);
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   ::sigemptyset(&sa.sa_mask);

@@ -15,6 +15,10 @@ struct Interrupted {
 // Installs the SIGINT and SIGTERM handlers (idempotent).
 void install_stop_handlers();
 
+// Whether install_stop_handlers() ran in this process (bench does; a Python program using the
+// sim backend has its own handling, and never sees Interrupted).
+bool stop_handlers_installed() noexcept;
+
 // The stop signal received so far, 0 if none. Async-signal-safe to read.
 int stop_signal() noexcept;
 

@@ -440,6 +440,44 @@ class RankFailures(unittest.TestCase):
                              open(f"/proc/{pid}/stat").read().split()[2] != "Z",
                              f"rank process {pid} outlived the run")
 
+    def _two_ranks_the_torchrun_way(self, port):
+        """Rank 0 and rank 1 started as torchrun starts them (no launcher of bench's to watch
+        them), well inside a long run."""
+        ranks = [subprocess.Popen(
+            [BENCH, "--scenario", "zero_broadcast", "--device", "sim", "--steps", "100000",
+             "--timeout", "300", "-q"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            text=True, stdin=subprocess.DEVNULL,
+            env=clean_env(RANK=str(r), LOCAL_RANK=str(r), WORLD_SIZE="2", LOCAL_WORLD_SIZE="2",
+                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)))
+            for r in range(2)]
+        time.sleep(5)
+        self.assertIsNone(ranks[0].poll(), "rank 0 ended early")
+        return ranks
+
+    def test_a_peers_death_is_named_within_seconds_not_at_the_timeout(self):
+        # Issue 53: rank 0 waited for the dead rank's result until the 300 s timeout.
+        ranks = self._two_ranks_the_torchrun_way(29741)
+        ranks[1].kill()
+        ranks[1].wait()
+        died_at = time.time()
+        _, err = ranks[0].communicate(timeout=120)
+        self.assertLess(time.time() - died_at, 30)
+        self.assertEqual(ranks[0].returncode, 3, err)
+        self.assertTrue(f"rank 1 (pid {ranks[1].pid}) died" in err or
+                        "Connection closed by peer" in err, err[-2000:])
+
+    def test_sigterm_ends_a_rank_whose_peer_died_at_once(self):
+        # Issue 53: torchrun's SIGTERM to the survivor was ignored until the store's timeout.
+        ranks = self._two_ranks_the_torchrun_way(29743)
+        ranks[1].kill()
+        ranks[1].wait()
+        ranks[0].send_signal(signal.SIGTERM)
+        sent_at = time.time()
+        _, err = ranks[0].communicate(timeout=120)
+        self.assertLess(time.time() - sent_at, 10)
+        self.assertIn(ranks[0].returncode, (143, 3), err)  # the stop, or the death seen first
+        self.assertNotIn("frame #", err)
+
     def test_lonely_rank_times_out_with_exit_3(self):
         r = bench("--scenario", "zero_broadcast", "--device", "sim", "--timeout", "2", "-q",
                   env=clean_env(WORLD_SIZE="2", RANK="0", MASTER_ADDR="127.0.0.1",

@@ -6,7 +6,19 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
 #include "harness/errors.h"
+#include "harness/interrupt.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/runtime/dist/counting_backend.h"
 
@@ -44,7 +56,10 @@ class ProcessGroupCommunicator final : public Communicator {
   ProcessGroupCommunicator(c10::intrusive_ptr<c10d::Store> store,
                            c10::intrusive_ptr<c10d::Backend> backend,
                            std::chrono::milliseconds timeout)
-      : store_(std::move(store)), backend_(std::move(backend)), timeout_(timeout) {}
+      : store_(std::move(store)), backend_(std::move(backend)), timeout_(timeout) {
+    // Where this rank runs, for its peers to see it die while they wait for it (wait_for_key).
+    store_->set(process_key(rank()), as_bytes(host_name() + " " + std::to_string(::getpid())));
+  }
 
   int rank() const override { return backend_->getRank(); }
   int world_size() const override { return backend_->getSize(); }
@@ -103,6 +118,7 @@ class ProcessGroupCommunicator final : public Communicator {
   }
 
   std::string store_get(const std::string& key) override {
+    wait_for_key(key);  // a stop, or a peer's death, ends it with its own message
     try {
       const std::vector<uint8_t> v = store_->get(key);
       return std::string(v.begin(), v.end());
@@ -114,6 +130,72 @@ class ProcessGroupCommunicator final : public Communicator {
   }
 
  private:
+  // Waits for `key` by asking the store whether it is there, more rarely as the wait goes on (up
+  // to every 50 ms), and between asks SIGINT or SIGTERM ends the wait (Interrupted): a rank whose
+  // peer died never gets the peer's key, and sat out the whole timeout (issue 53). (The store's
+  // own timed wait, in slices, would log a warning for every slice.) At the timeout, get()
+  // reports it, as before.
+  // A rank on this host that died (its process gone, or a zombie) is named within a second, exit
+  // 3, rather than at the timeout.
+  void wait_for_key(const std::string& key) {
+    constexpr std::chrono::milliseconds kLongestPause{50};
+    constexpr std::chrono::seconds kPeerCheck{1};
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + timeout_;
+    auto next_peer_check = start + kPeerCheck;
+    for (std::chrono::milliseconds pause{1};; pause = std::min(pause * 2, kLongestPause)) {
+      throw_if_stopped();
+      if (store_->check({key})) return;
+      const auto now = std::chrono::steady_clock::now();
+      if (now >= deadline) return;  // get() reports the timeout
+      if (now >= next_peer_check) {
+        next_peer_check = now + kPeerCheck;
+        const std::string dead = dead_peer();
+        if (!dead.empty()) {
+          throw std::runtime_error("rank " + std::to_string(rank()) + ": " + dead +
+                                   " while this rank waited for '" + key + "'");
+        }
+      }
+      std::this_thread::sleep_for(pause);
+    }
+  }
+
+  static std::string process_key(int rank) { return "process/" + std::to_string(rank); }
+  static std::vector<uint8_t> as_bytes(const std::string& s) { return {s.begin(), s.end()}; }
+
+  // "rank 1 (pid 4242) died" for the first rank on this host whose process is gone, else "".
+  std::string dead_peer() {
+    const std::string here = host_name();
+    for (int r = 0; r < world_size(); ++r) {
+      if (r == rank() || !store_->check({process_key(r)})) continue;
+      const std::vector<uint8_t> bytes = store_->get(process_key(r));
+      const std::string text(bytes.begin(), bytes.end());
+      const size_t space = text.rfind(' ');
+      if (space == std::string::npos || text.substr(0, space) != here) continue;
+      const pid_t pid = static_cast<pid_t>(std::stol(text.substr(space + 1)));
+      if (!process_alive(pid)) {
+        return "rank " + std::to_string(r) + " (pid " + std::to_string(pid) + ") died";
+      }
+    }
+    return "";
+  }
+
+  // Whether process `pid` runs: it exists and is not a zombie (a killed rank its parent has not
+  // reaped yet is gone all the same).
+  static bool process_alive(pid_t pid) {
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string line;
+    if (!std::getline(stat, line)) return ::kill(pid, 0) == 0 || errno == EPERM;
+    const size_t paren = line.rfind(')');
+    const char state = paren != std::string::npos && paren + 2 < line.size() ? line[paren + 2] : '?';
+    return state != 'Z' && state != 'X';
+  }
+
+  static std::string host_name() {
+    char name[256] = {0};
+    return ::gethostname(name, sizeof name - 1) == 0 ? name : "";
+  }
+
   c10::intrusive_ptr<c10d::Store> store_;
   c10::intrusive_ptr<c10d::Backend> backend_;
   std::chrono::milliseconds timeout_;

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include "harness/instrument/collector.h"
+#include "harness/interrupt.h"
 #include "harness/instrument/phase.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/instrument/trace.h"
@@ -138,7 +139,7 @@ class CountedWork final : public c10d::Work {
 
   bool wait(std::chrono::milliseconds timeout) override {
     const int64_t begin = events::begin_time();
-    const bool done = inner_->wait(timeout);
+    const bool done = stop_handlers_installed() ? wait_stoppable(timeout) : inner_->wait(timeout);
     if (done) finish_result();
     const int64_t waited = events::elapsed_since(begin);
     switch (kind_) {
@@ -153,6 +154,30 @@ class CountedWork final : public c10d::Work {
     if (done) await_release_by_workers();  // after the wait is timed: bookkeeping, not waiting
     return done;
   }
+  // bench's wait: in slices, between which SIGINT or SIGTERM ends it (Interrupted), so that a rank
+  // whose peer died stops when torchrun or the user asks instead of at the timeout (issue 53:
+  // one stayed 121 s after a SIGTERM). The inner work's wait may be called again after a slice
+  // times out (c10d::Work::wait throws without changing the work).
+  bool wait_stoppable(std::chrono::milliseconds timeout) {
+    using Clock = std::chrono::steady_clock;
+    const bool forever = timeout == kNoTimeout;
+    const Clock::time_point deadline = Clock::now() + timeout;
+    while (true) {
+      throw_if_stopped();
+      auto slice = kStopCheck;
+      if (!forever) {
+        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+        if (left <= std::chrono::milliseconds(0)) return inner_->wait(std::chrono::milliseconds(1));
+        slice = std::min(slice, left);
+      }
+      try {
+        return inner_->wait(slice);
+      } catch (const std::exception&) {
+        if (inner_->isCompleted()) throw;  // failed, not a slice that ran out
+      }
+    }
+  }
+
   bool isCompleted() override { return inner_->isCompleted(); }
   bool isSuccess() const override { return inner_->isSuccess(); }
   std::exception_ptr exception() const override { return inner_->exception(); }
@@ -219,6 +244,7 @@ class CountedWork final : public c10d::Work {
   }
 
   static constexpr std::chrono::milliseconds kSettleTimeout{1000};
+  static constexpr std::chrono::milliseconds kStopCheck{100};
 
   c10::intrusive_ptr<c10d::Work> inner_;
   const char* op_;
