@@ -27,8 +27,22 @@ int64_t now_ns() {
 
 std::string as_string(PyObject* o) {
   if (o == nullptr || !PyUnicode_Check(o)) return "?";
-  const char* s = PyUnicode_AsUTF8(o);
-  return s ? s : "?";
+  if (const char* s = PyUnicode_AsUTF8(o)) return s;
+  // Not UTF-8: a path whose bytes Python decoded with surrogateescape (a directory named
+  // $'d\xfe'). Its bytes again, the ones that are not UTF-8 written \xfe (backslashreplace), so
+  // that a site names it readably and a report stays valid JSON (issue 53).
+  PyErr_Clear();
+  std::string out = "?";
+  if (PyObject* bytes = PyUnicode_EncodeFSDefault(o)) {
+    if (PyObject* text = PyUnicode_DecodeUTF8(PyBytes_AS_STRING(bytes), PyBytes_GET_SIZE(bytes),
+                                              "backslashreplace")) {
+      if (const char* s = PyUnicode_AsUTF8(text)) out = s;
+      Py_DECREF(text);
+    }
+    Py_DECREF(bytes);
+  }
+  PyErr_Clear();
+  return out;
 }
 
 // Frames of torch itself and of this package are not where the user's sync is.

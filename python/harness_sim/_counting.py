@@ -244,10 +244,23 @@ def count() -> Counts:
     return Counts()
 
 
+def printable(value):
+    """`value` (a str, or a list or dict of them) with what is not UTF-8 -- a file name's bytes
+    Python decoded with surrogateescape -- written as \\xfe (backslashreplace): reports are JSON,
+    which holds UTF-8 only (a script named $'bad\\xffname.py' made run fail writing its report)."""
+    if isinstance(value, str):
+        return os.fsencode(value).decode("utf-8", "backslashreplace")
+    if isinstance(value, list):
+        return [printable(v) for v in value]
+    if isinstance(value, dict):
+        return {printable(k): printable(v) for k, v in value.items()}
+    return value
+
+
 def _provenance() -> dict:
     return {
         "tool_version": f"harness_sim {_C.HARNESS_VERSION}",
-        "argv": list(sys.argv),
+        "argv": printable(list(sys.argv)),
         "build_type": "Release",
         "libtorch_version": torch.__version__,
         "hostname": socket.gethostname(),
@@ -283,5 +296,6 @@ def write_report(path: str | os.PathLike, variants: Mapping[str, Counts], scenar
     warnings = report_warnings()
     if measured_window is None:
         measured_window = "the with-block of harness_sim.count(); per step: its c.step() blocks"
-    _C.write_report(os.fspath(path), _provenance(), warnings, scenario, description,
-                    measured_window, {k: str(v) for k, v in (config or {}).items()}, rows)
+    _C.write_report(os.fspath(path), _provenance(), warnings, printable(scenario),
+                    printable(description), printable(measured_window),
+                    printable({k: str(v) for k, v in (config or {}).items()}), rows)

@@ -10,7 +10,7 @@ import os
 import shutil
 import sys
 
-from . import _C
+from . import _C, _counting
 from ._run_argv import split_run_argv
 from ._run_exit import EXIT_OK, EXIT_USAGE
 from ._run_ranks import _rank_report, _rank_trace, _TorchrunPeers
@@ -379,8 +379,9 @@ def _read_inputs(args: argparse.Namespace, script: str | None, module: str | Non
     this run cannot report, or is not a regular file (a FIFO, /dev/zero) is bad input before the
     program runs, not after (issue 53)."""
     name = args.scenario or (os.path.splitext(os.path.basename(script))[0] if script else module)
-    try:
-        _C.check_run_inputs(args.gate, args.baseline or "", args.expect or "", name)
+    try:  # paths as their bytes (a name need not be UTF-8); the scenario as the report names it
+        _C.check_run_inputs([os.fsencode(g) for g in args.gate], os.fsencode(args.baseline or ""),
+                            os.fsencode(args.expect or ""), _counting.printable(name))
     except ValueError as e:  # _C.InputError
         raise _Usage(str(e)) from None
 

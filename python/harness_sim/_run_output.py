@@ -32,8 +32,10 @@ def write_report(options: RunOptions, path: str, variants: list) -> None:
     if options.as_cuda:
         warnings.append("--as-cuda: the program's CUDA calls ran on sim")
     config = _config(options)
-    _C.write_report(path, _counting._provenance(), warnings, options.name,
-                    f"python -m harness_sim run: {config['program']}", _window(options), config,
+    printable = _counting.printable
+    _C.write_report(path, _counting._provenance(), warnings, printable(options.name),
+                    printable(f"python -m harness_sim run: {config['program']}"),
+                    printable(_window(options)), printable(config),
                     [(n, {}, s) for n, s in variants])
 
 

@@ -341,6 +341,31 @@ def test_the_summary_shows_the_top_sites_and_how_many_more(tmp_path, capsys):
         list(range(6, 36))
 
 
+@pytest.mark.parametrize("script", [b"d\xfe/p.py", b"bad\xffname.py"])
+def test_paths_that_are_not_utf8_are_named_escaped(tmp_path, script):
+    """A program in a directory, or a script, whose name is not UTF-8 runs and its sites and
+    report name it with \\xfe escapes (issue 53: exit 3 at its first sim tensor; a traceback and
+    exit 1 writing the report)."""
+    root = os.fsencode(tmp_path)
+    path = os.path.join(root, script)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(b"import torch\nx = torch.ones(2).to('sim')\n"
+                b"w = torch.nn.Parameter(torch.ones(1, device='sim'))\n"
+                b"opt = torch.optim.SGD([w], lr=0.1)\n"
+                b"for _ in range(3):\n    x.sum().item(); w.sum().backward(); opt.step()\n")
+    r = subprocess.run([os.fsencode(sys.executable), b"-m", b"harness_sim", b"run", b"--out",
+                        b"r.json", b"--", script], cwd=root, capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    escaped = script.decode("utf-8", "backslashreplace")
+    assert f"at {escaped}:6 in <module>".encode() in r.stderr
+    report = json.loads((tmp_path / "r.json").read_text(encoding="utf-8"))
+    (scenario,) = report["scenarios"]
+    assert scenario["name"] == os.path.splitext(os.path.basename(escaped))[0]
+    steps = next(v for v in scenario["variants"] if v["name"] == "steps")
+    assert {s["frame"] for s in steps["sync_sites"]} == {f"{escaped}:6 in <module>"}
+
+
 def test_run_without_torch_says_so_and_exits_3(tmp_path):
     """Not 1, a failed gate's status (issue 53)."""
     shadow = tmp_path / "shadow" / "torch"
