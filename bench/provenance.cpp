@@ -67,8 +67,8 @@ std::vector<std::string> trust_warnings(const BenchOptions& o,
   }
   if (o.compute == "shapes") {
     w.push_back("--compute shapes: no op computed its values (meta functions only); every value "
-                "the host read is a placeholder zero (events value_not_computed name where), "
-                "and times are not an op's times");
+                "the host read is a placeholder (events value_not_computed name where), and "
+                "times are not an op's times");
   }
   if (!instrument.available()) {
     w.push_back("instrument " + instrument.name() + " " + instrument.status() +
