@@ -121,6 +121,9 @@ def main() -> None:
     parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=1)
+    parser.add_argument("--init", choices=("meta", "full"), default="meta",
+                        help="meta: build on meta, shard, materialise; full: build whole on the "
+                             "GPU, then shard (Lightning #8722)")
     args = parser.parse_args()
     cfg = PRESETS[args.preset]
 
@@ -131,14 +134,23 @@ def main() -> None:
     device = torch.device("cuda", local_rank)
     torch.manual_seed(0)
 
-    with torch.device("meta"):
+    # --init meta: built without memory, sharded, then materialised shard by shard (torchtitan's
+    # way). --init full: built and initialised whole on every rank's GPU, then sharded -- the
+    # set-up of Lightning #8722, whose peak is the whole model on every rank.
+    with torch.device("meta" if args.init == "meta" else device):
         model = Llama(cfg)
+    if args.init == "full":
+        model.init_weights()
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
     for layer in model.layers:
         fully_shard(layer, mp_policy=policy)
     fully_shard(model, mp_policy=policy)
-    model.to_empty(device=device)
-    model.init_weights()
+    if args.init == "meta":
+        model.to_empty(device=device)
+        model.init_weights()
+    if rank == 0:
+        print(f"set-up ({args.init}): peak memory on cuda:{local_rank} "
+              f"{torch.cuda.max_memory_allocated(device) / 2**30:.2f} GiB")
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.1)
 
     parameters = sum(p.numel() for p in model.parameters())  # DTensors: the global numel
