@@ -294,7 +294,8 @@ def test_a_bench_that_crashes_is_said_to_have_crashed(tmp_path, capsys):
     crashing = tmp_path / "bench"
     crashing.write_text("#!/bin/sh\nkill -SEGV $$\n")
     crashing.chmod(0o755)
-    (tmp_path / "g.json").write_text('{"gate_version": 1, "rules": []}')
+    (tmp_path / "g.json").write_text(json.dumps({"gate_version": 1, "rules": [
+        {"scenario": "prog", "variant": "steps", "metric": "per_step.sync.count", "max": 0}]}))
     assert run(["--bench", str(crashing), "--gate", str(tmp_path / "g.json"), "--",
                 _script(tmp_path, "print('ran')\n")]) == 2
     assert f"{crashing} compare was killed by signal 11: the gates were not evaluated" in \
