@@ -1,7 +1,8 @@
 // The sim backend's kernels: allocation, views and metadata (never counted), copies and `.item()`
 // (counted by the copy and sync rules), and one boxed fallback that runs every other op with its
-// CPU kernel on zero-copy CPU aliases of the sim memory (one launch each), plus the host waits
-// its CUDA kernel makes where it has a sync rule (sync_rules.h: nonzero, unique, ...).
+// CPU kernel on zero-copy CPU aliases of the sim memory (one launch each) -- under
+// Compute::kShapes with its meta function on meta aliases instead (sim_device.h) -- plus the host
+// waits its CUDA kernel makes where it has a sync rule (sync_rules.h: nonzero, unique, ...).
 //
 // Device memory (the memory ledger's device accounts) comes into existence in three ways, each
 // counted once:
@@ -260,7 +261,7 @@ at::Scalar placeholder_scalar(const at::Tensor& self) {
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   check_sync_debug_mode();
   // The CPU kernel reads the element in place (it needs host memory, not a CPU tensor); under
-  // Compute::kShapes there is none: the placeholder, zero of the tensor's type.
+  // Compute::kShapes there is none: the placeholder (placeholder_scalar).
   at::Scalar value;
   if (computes_shapes_only()) {
     value = placeholder_scalar(self);
