@@ -85,6 +85,8 @@ PROGRAMS = (
             "get_peft_model(LoRA) + transformers Trainer, bf16", "peft_lora.py"),
     Program("trl-sft", "trl", ("trl==1.16.0", *HF, "datasets==5.2.0"), "SFTTrainer, bf16",
             "trl_sft.py"),
+    Program("trl-dpo", "trl", ("trl==1.16.0", *HF, "datasets==5.2.0"),
+            "DPOTrainer (the reference model a copy of the initial policy), bf16", "trl_dpo.py"),
     Program("sentence-transformers", "sentence-transformers",
             ("sentence-transformers==6.2.0", *HF, "datasets==5.2.0"),
             "SentenceTransformerTrainer, MultipleNegativesRankingLoss, bf16",
