@@ -591,3 +591,18 @@ def test_sync_debug_mode_warns_at_each_syncing_line_of_the_program(tmp_path):
     warned = [line for line in r.stderr.splitlines() if "called a synchronizing CUDA" in line]
     assert [line.split(": UserWarning")[0] for line in warned] == \
         [f"{script}:5", f"{script}:6"], r.stderr[-2000:]
+
+
+def test_a_factory_op_with_a_device_argument_makes_cuda_tensors(tmp_path):
+    """An op with a CUDA kernel and no tensor argument (triu_indices, randperm) puts its result on
+    the device its `device` argument names (the OpInfo sweep on CUDA tensors found
+    triu_indices(..., device="cuda") on the unnamed PrivateUse1 device)."""
+    script = tmp_path / "factories.py"
+    script.write_text("import torch\n"
+                      "for t in (torch.triu_indices(3, 3, device='cuda'),\n"
+                      "          torch.tril_indices(3, 3, device='cuda:0'),\n"
+                      "          torch.randperm(5, device='cuda')):\n"
+                      "    assert t.device == torch.device('cuda', 0) and t.is_cuda, t.device\n"
+                      "print('ok')\n")
+    r = _as_cuda(tmp_path, "-q", "--", str(script))
+    assert "ok" in r.stdout

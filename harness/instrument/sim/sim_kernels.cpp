@@ -340,7 +340,10 @@ class FallbackCall {
     }
     aliased_.reserve(tensors);
     for (size_t i = 0; i < n; ++i) {
-      map_tensors((*stack)[stack->size() - n + i], [this](const at::Tensor& t) { return alias(t); });
+      c10::IValue& v = (*stack)[stack->size() - n + i];
+      if (!map_tensors(v, [this](const at::Tensor& t) { return alias(t); }) && v.isDevice()) {
+        note_device_argument(v.toDevice());
+      }
     }
   }
 
@@ -356,7 +359,8 @@ class FallbackCall {
     }
   }
 
-  std::optional<c10::Device> device() const { return device_; }
+  // The device of the op's sim tensor arguments, else of its `device` argument.
+  std::optional<c10::Device> device() const { return device_ ? device_ : device_argument_; }
   // Whether a CPU tensor was among the arguments (a 0-dim one, or an index tensor): CUDA reads
   // its value when the kernel is launched, so a captured graph would replay the value it had
   // when it was captured. A number of the program's (`x.add(1)`: a wrapped number) is a
@@ -384,6 +388,14 @@ class FallbackCall {
     }
     aliased_.push_back({t, compute_alias(t)});
     return aliased_.back().cpu;
+  }
+
+  // A factory op's `device` (triu_indices(..., device="cuda")): where its results go when no
+  // tensor argument says (they went to sim:0 under serve_cuda(), a PrivateUse1 tensor for a CUDA
+  // call).
+  void note_device_argument(c10::Device device) {
+    if (device_argument_ || !is_sim_type(device.type())) return;
+    device_argument_ = device.has_index() ? device : c10::Device(device.type(), current_device());
   }
 
   static void adopt_changes(AliasedArg& a) {
@@ -419,13 +431,14 @@ class FallbackCall {
         return make_tensor_on(a.sim.storage(), keys_of(a.sim.device().type()), t);
       }
     }
-    return to_device(t, device_ ? *device_ : c10::Device(c10::DeviceType::PrivateUse1, 0));
+    return to_device(t, device().value_or(c10::Device(c10::DeviceType::PrivateUse1, 0)));
   }
 
   const c10::FunctionSchema& schema_;
   const bool allow_host_tensors_;
   c10::SmallVector<AliasedArg, 4> aliased_;
   std::optional<c10::Device> device_;
+  std::optional<c10::Device> device_argument_;
   bool reads_host_tensor_ = false;
 };
 
