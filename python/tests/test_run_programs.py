@@ -606,3 +606,27 @@ def test_a_factory_op_with_a_device_argument_makes_cuda_tensors(tmp_path):
                       "print('ok')\n")
     r = _as_cuda(tmp_path, "-q", "--", str(script))
     assert "ok" in r.stdout
+
+
+def test_grid_sample_on_cuda_tensors_is_cudnns_sampler_with_cpus_values(tmp_path):
+    """`grid_sampler` takes cuDNN's sampler for a CUDA tensor (bilinear, zeros, align_corners):
+    one launch each way, values and gradients as CPU's (it was refused: a CUDA-only kernel)."""
+    script = tmp_path / "gs.py"
+    script.write_text(
+        "import json, torch\n"
+        "torch.manual_seed(0)\n"
+        "x = torch.randn(2, 3, 8, 8, requires_grad=True)\n"
+        "g = (torch.rand(2, 5, 5, 2) * 2 - 1).requires_grad_()\n"
+        "ref = torch.nn.functional.grid_sample(x, g, align_corners=True)\n"
+        "ref.sum().backward()\n"
+        "xc, gc = x.detach().cuda().requires_grad_(), g.detach().cuda().requires_grad_()\n"
+        "out = torch.nn.functional.grid_sample(xc, gc, align_corners=True)\n"
+        "out.sum().backward()\n"
+        "assert out.is_cuda and torch.allclose(out.cpu(), ref, atol=1e-5)\n"
+        "assert torch.allclose(xc.grad.cpu(), x.grad, atol=1e-5)\n"
+        "assert torch.allclose(gc.grad.cpu(), g.grad, atol=1e-4)\n")
+    out = tmp_path / "r.json"
+    _as_cuda(tmp_path, "-q", "--out", str(out), "--", str(script))
+    launches = _steps(out)["before_steps"]["launches_by_op"]
+    assert launches["aten::cudnn_grid_sampler"] == 1
+    assert launches["aten::cudnn_grid_sampler_backward"] == 1

@@ -8,6 +8,8 @@
 //   - depthwise (groups == in channels > 1, not transposed): CUDA's own kernels
 //     `_conv_depthwise2d` / `conv_depthwise3d` (bias fused), which `_convolution` prefers for
 //     contiguous depthwise convolutions; channels-last depthwise goes to cuDNN.
+// And cuDNN's grid sampler (`cudnn_grid_sampler`), which `grid_sampler` takes for a CUDA tensor
+// where cuDNN accepts the sampling.
 // Each is one launch of its CUDA name, computed by CPU's convolution on host aliases. The backward
 // is `convolution_backward`, which CUDA registers as its own kernel: sim runs it as one op
 // (cuda_kernel_ops.inc).
@@ -17,8 +19,12 @@
 #include <ATen/ops/convolution.h>
 #include <ATen/ops/cudnn_convolution.h>
 #include <ATen/ops/cudnn_convolution_transpose.h>
+#include <ATen/ops/grid_sampler_2d.h>
+#include <ATen/ops/grid_sampler_2d_backward.h>
 #include <torch/library.h>
 
+#include <array>
+#include <tuple>
 #include <vector>
 
 #include "harness/instrument/sim/host_compute.h"
@@ -132,6 +138,29 @@ at::Tensor convolution_overrideable(const at::Tensor& input, const at::Tensor& w
   return output;
 }
 
+// cuDNN's grid sampler, which `grid_sampler` takes for a CUDA tensor where cuDNN accepts it
+// (bilinear, zero padding, align_corners: GridSampler.cpp's cond_cudnn_grid_sampler): the native
+// 2-d sampler's values with those settings, on the host; its output contiguous, as cuDNN's.
+at::Tensor cudnn_grid_sampler(const at::Tensor& self, const at::Tensor& grid) {
+  return launch_on_host("aten::cudnn_grid_sampler", self, [&] {
+    at::Tensor out = at::grid_sampler_2d(on_host(self), on_host(grid), /*interpolation=*/0,
+                                         /*padding=*/0, /*align_corners=*/true);
+    return to_device(out.contiguous(), self.device());
+  });
+}
+
+std::tuple<at::Tensor, at::Tensor> cudnn_grid_sampler_backward(const at::Tensor& self,
+                                                               const at::Tensor& grid,
+                                                               const at::Tensor& grad_output) {
+  return launch_on_host("aten::cudnn_grid_sampler_backward", self, [&] {
+    const std::array<bool, 2> both{true, true};
+    auto [grad_self, grad_grid] = at::grid_sampler_2d_backward(
+        on_host(grad_output), on_host(self), on_host(grid), 0, 0, true, both);
+    return std::make_tuple(to_device(grad_self.contiguous(), self.device()),
+                           to_device(grad_grid.contiguous(), self.device()));
+  });
+}
+
 }  // namespace
 
 void register_cuda_convolution(c10::DispatchKey backend) {
@@ -141,6 +170,8 @@ void register_cuda_convolution(c10::DispatchKey backend) {
   impls->impl("cudnn_convolution_transpose", TORCH_FN(cudnn_convolution_transpose));
   impls->impl("_conv_depthwise2d", TORCH_FN(conv_depthwise<kDepthwise2d>));
   impls->impl("conv_depthwise3d", TORCH_FN(conv_depthwise<kDepthwise3d>));
+  impls->impl("cudnn_grid_sampler", TORCH_FN(cudnn_grid_sampler));
+  impls->impl("cudnn_grid_sampler_backward", TORCH_FN(cudnn_grid_sampler_backward));
 }
 
 }  // namespace harness::sim
