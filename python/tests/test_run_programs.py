@@ -630,3 +630,14 @@ def test_grid_sample_on_cuda_tensors_is_cudnns_sampler_with_cpus_values(tmp_path
     launches = _steps(out)["before_steps"]["launches_by_op"]
     assert launches["aten::cudnn_grid_sampler"] == 1
     assert launches["aten::cudnn_grid_sampler_backward"] == 1
+
+
+def test_torch_config_show_names_the_cuda_runtime_as_the_wheel_has_it(tmp_path):
+    """torch.__config__.show() asks CUDA's hooks for their lines (linalg.ldl_factor's sample
+    inputs do, in the OpInfo sweep): sim's answer from the wheel's facts, not a refusal."""
+    script = tmp_path / "show.py"
+    script.write_text("import torch\n"
+                      "text = torch.__config__.show()\n"
+                      "assert '  - CUDA Runtime ' in text, text\n"
+                      "print('ok')\n")
+    assert "ok" in _as_cuda(tmp_path, "-q", "--", str(script)).stdout

@@ -324,6 +324,22 @@ struct SimCudaHooks final : public SimDeviceHooks<at::CUDAHooksInterface> {
   long versionCuDNN() const override { return g_cuda_build.cudnn_version; }
   long versionRuntimeCuDNN() const override { return g_cuda_build.cudnn_runtime_version; }
   long versionCUDART() const override { return g_cuda_build.cudart_version; }
+  // torch.__config__.show()'s CUDA lines, as CUDAHooks::showConfig writes them (its sample inputs
+  // ask it: linalg.ldl_factor's, in the OpInfo sweep on CUDA tensors), from the wheel's facts.
+  std::string showConfig() const override {
+    const auto version = [](long v) {
+      std::string text = std::to_string(v / 1000) + "." + std::to_string(v / 10 % 100);
+      if (v % 10 != 0) text += "." + std::to_string(v % 10);
+      return text;
+    };
+    std::string out = "  - CUDA Runtime " + version(g_cuda_build.cudart_version) + "\n";
+    if (g_cuda_build.has_cudnn) {
+      const long v = g_cuda_build.cudnn_version;
+      out += "  - CuDNN " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+             std::to_string(v % 100) + "\n";
+    }
+    return out + "  - (served by harness_sim's sim device: no CUDA runtime was asked)\n";
+  }
   double batchnormMinEpsilonCuDNN() const override { return g_cuda_build.batchnorm_min_epsilon; }
   int getNumGPUs() const override { return g_device_count; }
   void deviceSynchronize(c10::DeviceIndex index) const override;
