@@ -16,7 +16,6 @@ import sys
 
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 from torch.distributed.device_mesh import DeviceMesh
@@ -25,7 +24,7 @@ from torch.testing._internal.distributed.fake_pg import FakeStore
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "examples", "programs"))
-from fsdp2_llama import PRESETS, Llama  # noqa: E402
+from fsdp2_llama import PRESETS, Llama, train_step  # noqa: E402
 
 GiB = 2 ** 30
 
@@ -62,11 +61,7 @@ def main() -> int:
         tracker.track_inputs((tokens,))
         with tracker:
             for step in range(2):
-                logits = model(tokens[:, :-1])
-                loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
-                loss.backward()
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
+                train_step(model, optimizer, tokens)
                 if step == 0:
                     tracker.reset_mod_stats()
         peak = tracker.get_tracker_snapshot("peak")

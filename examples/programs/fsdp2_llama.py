@@ -116,6 +116,16 @@ class Llama(nn.Module):
         return self.output(self.norm(h))
 
 
+def train_step(model: nn.Module, optimizer: torch.optim.Optimizer, tokens: torch.Tensor):
+    """One step on `tokens` (batch x seq_len + 1): next-token cross entropy, AdamW; the loss."""
+    logits = model(tokens[:, :-1])
+    loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--preset", choices=sorted(PRESETS), default="tiny")
@@ -158,11 +168,7 @@ def main() -> None:
         print(f"{args.preset}: {parameters / 1e9:.2f}B parameters on {world} ranks")
     for step in range(args.steps):
         tokens = torch.randint(0, cfg["vocab"], (args.batch_size, cfg["seq_len"] + 1), device=device)
-        logits = model(tokens[:, :-1])
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), tokens[:, 1:].flatten())
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
+        loss = train_step(model, optimizer, tokens)
         if rank == 0:
             print(f"step {step} loss {loss.item():.4f}")
     if rank == 0:
