@@ -173,7 +173,10 @@ class CountedWork final : public c10d::Work {
       try {
         return inner_->wait(slice);
       } catch (const std::exception&) {
-        if (inner_->isCompleted()) throw;  // failed, not a slice that ran out
+        // A slice that ran out, or the work's own failure. A work that completed between the
+        // slice's end and this check has its own outcome: waiting again returns at once with
+        // it (true, or the work's error), never the slice's "timed out".
+        if (inner_->isCompleted()) return inner_->wait(kNoTimeout);
       }
     }
   }
@@ -230,19 +233,31 @@ class CountedWork final : public c10d::Work {
     trace_.reset();
   }
 
-  // The inner backend's worker thread still holds the work (and through it the aliases, which
-  // own the sim tensors' storage) for a moment after marking it complete. Were it the last owner,
-  // device memory would be freed on that thread at a time that varies from run to run, and the
-  // memory levels read at phase boundaries with it: wait until this is the only owner, so that
-  // the memory is freed where the caller drops its tensors. Bounded: a worker that keeps it
-  // longer only costs that determinism.
+  // The inner backend's worker thread still holds the work (and through it what the work owns:
+  // the aliases of the sim tensors' storage, Gloo's own flat CPU buffer of an all_gather or a
+  // reduce_scatter) for a moment after marking it complete. Were it the last owner, that memory
+  // would be freed on that thread at a time that varies from run to run, and the memory levels
+  // read at phase boundaries with it: wait until this is the only owner, so that the memory is
+  // freed where the caller drops its tensors. The worker drops it right after completing it,
+  // unless the scheduler holds the thread back: with a 200 ms bound, one CI run saw rank 1's next
+  // phase begin with 8448 host bytes held, the size of Gloo's flat buffer for an all_gather of
+  // layer 0 (not reproduced here). Bounded all the same: a worker that never lets go only costs
+  // that determinism.
   void await_release_by_workers() const {
-    const auto give_up = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
-    while (inner_.use_count() > 1 && std::chrono::steady_clock::now() < give_up) {
-      std::this_thread::yield();
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    while (inner_.use_count() > 1) {
+      const auto waited = Clock::now() - start;
+      if (waited > kReleaseWait) return;
+      if (waited < std::chrono::milliseconds(1)) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
     }
   }
 
+  static constexpr std::chrono::seconds kReleaseWait{10};
   static constexpr std::chrono::milliseconds kSettleTimeout{1000};
   static constexpr std::chrono::milliseconds kStopCheck{100};
 
