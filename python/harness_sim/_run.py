@@ -15,7 +15,9 @@ an exception, os._exit on its main thread), run's end after it is the same: _aft
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
+import os
 import signal
 import sys
 
@@ -26,6 +28,7 @@ from ._run_options import RunOptions, parse_options
 from ._run_output import remove_written, start_trace, write_outputs, write_report
 from ._run_program import run_program
 from ._run_ranks import Scratch, _StartedRanks, other_ranks, wait_for_ranks
+from ._run_spawn import SpawnedRanks, report_of_this_rank
 from ._run_watch import Watchdog
 from ._windows import StepWindows
 
@@ -41,23 +44,32 @@ def main(argv: list[str]) -> int:
     # The ranks the program starts are counted too (one level: not theirs).
     ranks = (None if options.rank_dir else
              _StartedRanks.begin(scratch.workdir, options.for_started_ranks(trace)))
+    spawned = (None if options.rank_dir else
+               SpawnedRanks(os.path.join(scratch.workdir, "spawned"),
+                            options.for_started_ranks(None)))
     windows = StepWindows(options.skip_steps, functools.partial(write_report, options), trace)
-    finish = functools.partial(_after_program, options, windows, trace, ranks, scratch,
+    finish = functools.partial(_after_program, options, windows, trace, ranks, spawned, scratch,
                                signal.getsignal(signal.SIGTERM))
     watchdog = Watchdog(ranks, is_rank=options.rank_dir is not None,
                         abandon=functools.partial(_abandon, ranks, scratch))
-    return finish(run_program(options, windows, trace, finish, watchdog))
+    return finish(run_program(options, windows, trace, finish, watchdog, spawned))
 
 
 def _after_program(options: RunOptions, windows: StepWindows, trace, ranks: _StartedRanks | None,
-                   scratch: Scratch, old_term, status: int) -> int:
+                   spawned: SpawnedRanks | None, scratch: Scratch, old_term, status: int) -> int:
     """Once the program has ended with `status`: the other ranks waited for, the outputs written
     and the gates evaluated, each output atomically. SIGINT / SIGTERM while they are written (the
     handler runs between Python calls, so never inside one) removes those already written:
     nothing is written unless run exits 0 or 1. Returns run's exit status."""
     written: list[str] = []
+    if options.spawned:  # a spawned child: a rank's report, or none if it joined no group
+        out = report_of_this_rank(options.rank_dir)
+        if out is None:
+            scratch.remove()
+            return status
+        options = dataclasses.replace(options, out=out)
     try:
-        peers = other_ranks(ranks, options.torchrun)
+        peers = other_ranks(ranks, options.torchrun, spawned)
         if peers is not None and status == EXIT_OK:
             status = wait_for_ranks(peers, options.trace_format if trace is not None else None)
         if status == EXIT_OK:

@@ -84,6 +84,9 @@ def _parser() -> argparse.ArgumentParser:
     # With --rank-dir: trace the rank too (into DIR, for rank 0's run to merge), with rank 0's
     # trace origin "ORIGIN_NS,UNIX_NS".
     p.add_argument("--rank-trace-origin", help=argparse.SUPPRESS)
+    # With --rank-dir: a child multiprocessing's spawn start method started (_run_spawn): its
+    # report is DIR/rank<R>.json, R its rank in the process group it joins (none: no report).
+    p.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -113,6 +116,7 @@ class RunOptions:
     quiet: bool
     rank_dir: str | None
     rank_trace_origin: tuple[int, int] | None
+    spawned: bool  # a spawned child (_run_spawn): its report's name is known once it has a rank
     bench: str | None  # the bench binary, found, when the gates or --html are to run
     torchrun: _TorchrunPeers | None  # on local rank 0 of a torchrun job: its other ranks
 
@@ -196,7 +200,8 @@ def _checked(args: argparse.Namespace, script: str | None, module: str | None,
         trace=args.trace, trace_format=args.trace_format,
         baseline=args.baseline, html=args.html, steps_from=args.steps_from,
         skip_steps=args.skip_steps, scenario=args.scenario, quiet=args.quiet,
-        rank_dir=args.rank_dir, rank_trace_origin=args.rank_trace_origin, bench=bench,
+        rank_dir=args.rank_dir, rank_trace_origin=args.rank_trace_origin,
+        spawned=args.spawned, bench=bench,
         torchrun=torchrun)
 
 
@@ -282,6 +287,8 @@ def _check_rank(args: argparse.Namespace) -> None:
     """--rank-dir and --rank-trace-origin; a rank the program started becomes one (_as_rank)."""
     if args.rank_trace_origin is not None and not args.rank_dir:
         raise _Usage("--rank-trace-origin is for a rank run with --rank-dir")
+    if args.spawned and (not args.rank_dir or args.rank_trace_origin is not None):
+        raise _Usage("--spawned is for a spawned child's run with --rank-dir, without a trace")
     if not args.rank_dir:
         return
     # A rank the program started: its report for rank 0's run, nothing else.
@@ -391,7 +398,7 @@ def _as_rank(args: argparse.Namespace, rank_dir: str) -> None:
     with a trace origin from rank 0, its trace) into `rank_dir` for rank 0's run, nothing else."""
     rank = int(os.environ.get("LOCAL_RANK", "0"))
     args.rank_dir = rank_dir
-    args.out = _rank_report(rank_dir, rank)
+    args.out = None if args.spawned else _rank_report(rank_dir, rank)
     args.quiet, args.gate, args.html, args.baseline = True, [], None, None
     args.expect = args.write_expectations = None
     args.trace = None

@@ -11,6 +11,7 @@ from . import _C, _compile, _counting
 from ._run_exit import EXIT_GATE, EXIT_OK, EXIT_USAGE
 from ._run_options import RunOptions
 from ._run_ranks import _StartedRanks, _TorchrunPeers
+from ._run_spawn import SpawnedRanks
 from ._windows import StepWindows
 
 
@@ -66,7 +67,9 @@ def write_outputs(options: RunOptions, windows: StepWindows, trace,
     it is there, for the caller to remove if run is stopped before it ends."""
     report_path = options.out or os.path.join(workdir, "report.json")
     peer_reports = peers.reports() if peers is not None else []
-    if peer_reports:
+    if isinstance(peers, SpawnedRanks):  # every rank spawned: this process is none of them
+        _C.merge_rank_reports(peer_reports, report_path)
+    elif peer_reports:
         rank0 = os.path.join(workdir, "rank0.json")
         windows.write_final(rank0)
         _C.merge_rank_reports([rank0] + peer_reports, report_path)
@@ -75,7 +78,10 @@ def write_outputs(options: RunOptions, windows: StepWindows, trace,
     written += [options.out] if options.out else []
     if trace is not None:
         written += _write_trace(trace, ranks, options, workdir)
-    if not options.quiet:
+    if not options.quiet and isinstance(peers, SpawnedRanks):
+        _spawned_summary(report_path, options.name, len(peer_reports),
+                         report_path if options.out else None)
+    elif not options.quiet:
         _summary(windows, options.name, options.skip_steps,
                  report_path if options.out else None, written[-1] if trace is not None else None,
                  ranks=1 + len(peer_reports), by_torchrun=options.torchrun is not None)
@@ -184,6 +190,33 @@ def _summary(windows, name: str, skip: int, out: str | None, trace: str | None =
         w(f"  report: {out}\n")
     if trace:
         w(f"  trace: {trace}\n")
+
+
+def _spawned_summary(report: str, name: str, ranks: int, out: str | None) -> None:
+    """The summary of a program whose ranks it spawned (_run_spawn): rank 0's figures, read
+    from the merged report (the program's own process counted none of the ranks' steps)."""
+    import json
+    with open(report, encoding="utf-8") as f:
+        variants = {v["name"]: v for v in json.load(f)["scenarios"][0]["variants"]}
+    w = sys.stderr.write
+    steps = variants.get("rank0/steps") or variants.get("steps")  # one rank: not prefixed
+    counted = steps["measured_steps"] if steps else 0
+    w(f"harness_sim run: {name}: {ranks} rank{'s' if ranks != 1 else ''} the program spawned "
+      f"(multiprocessing's spawn), each counted; {counted} steps counted on rank 0\n")
+    w("  below: rank 0's. The report's variants are merged over the ranks, and rank<r>/... are "
+      "each rank's\n")
+    w(f"  {'':<26}{'launches':>10}{'syncs':>8}{'h2d':>7}{'d2h':>7}{'d2d':>7}"
+      f"{'collectives':>13}\n")
+    if steps and counted:
+        p = steps["per_step"]
+        w(f"  {'per step':<26}" + "".join(
+            f"{p.get(k, 0):>{wd}.4g}" for k, wd in
+            (("launch.count", 10), ("sync.count", 8), ("h2d.count", 7), ("d2h.count", 7),
+             ("d2d.count", 7), ("collective.count", 13))) + "\n")
+    else:
+        w("  no step counted on rank 0: the report has no per-step figures\n")
+    if out:
+        w(f"  report: {out}\n")
 
 
 # The sites of each kind the summary shows; the rest are counted in the report.

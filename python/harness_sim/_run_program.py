@@ -20,23 +20,25 @@ from ._run_exit import (EXIT_FAILED, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, OsExitH
                         raise_terminated)
 from ._run_options import RunOptions
 from ._run_ranks import _StartedRanks
+from ._run_spawn import SpawnedRanks, watch_rank
 from ._run_watch import Watchdog
 from ._windows import RangePhases, StepWindows
 
 
 def run_program(options: RunOptions, windows: StepWindows, trace, finish: Callable[[int], int],
-                watchdog: Watchdog) -> int:
+                watchdog: Watchdog, spawned: SpawnedRanks | None = None) -> int:
     """Runs the program, counted into `windows` (and `trace`): EXIT_OK, EXIT_FAILED (its own
     non-zero exit status or its failure, said on stderr), or 130 / 143 on SIGINT / SIGTERM. From
     now on SIGTERM raises _Terminated; the caller restores its handler once the outputs are
     written. `finish(status)` is run's end after the program (its outputs, its gates): a program
     that ends with os._exit reaches it there and then ends with its status (OsExitHook).
     `watchdog` ends run when the program cannot be ended between Python calls (_run_watch).
+    `spawned`: while the program runs, the children it spawns are started under run (_run_spawn).
 
     In a child the program forked, the script's end is the child's: it leaves as `python
     SCRIPT.py` would (SystemExit, or the program's exception), and nothing of run's follows:
     only the process run started writes a report, a trace or a summary."""
-    counting = _Counting(options, windows, trace, watchdog)
+    counting = _Counting(options, windows, trace, watchdog, spawned)
     exit_hook = OsExitHook(functools.partial(_finish_at_os_exit, counting, finish))
     counting.exit_hook = exit_hook
     status = EXIT_OK
@@ -77,9 +79,11 @@ class _Counting:
     """What run adds to the process for the program's run, taken away again after it, however
     the program ended (also part-way through install())."""
 
-    def __init__(self, options: RunOptions, windows: StepWindows, trace, watchdog: Watchdog):
+    def __init__(self, options: RunOptions, windows: StepWindows, trace, watchdog: Watchdog,
+                 spawned: SpawnedRanks | None = None):
         self.options, self.windows, self.trace = options, windows, trace
         self.watchdog = watchdog
+        self.spawned = spawned
         self.exit_hook: OsExitHook | None = None
         self._installed = False
         self.phases = RangePhases()
@@ -96,6 +100,10 @@ class _Counting:
             self.cuda = AsCuda()
             self.cuda.install()
         self.phases.install()
+        if self.spawned is not None:
+            self.spawned.install()
+        if self.options.spawned:
+            watch_rank()
         # Backward on this thread, as autograd runs it for CPU tensors: sim's kernels run on the
         # host, so CUDA's device thread would only hand each backward over and back and run a
         # second OpenMP team on the same cores. What is counted is the same (issue 26).
@@ -118,6 +126,8 @@ class _Counting:
         if self.exit_hook is not None:
             self.exit_hook.uninstall()
         _StartedRanks.active = None
+        if self.spawned is not None:
+            self.spawned.uninstall()
         self.windows.finish()
         for h in self.hooks:
             h.remove()

@@ -120,10 +120,15 @@ class _TorchrunPeers:
         return None
 
 
-def other_ranks(ranks: _StartedRanks | None,
-                torchrun: _TorchrunPeers | None) -> _StartedRanks | _TorchrunPeers | None:
-    """The ranks whose reports rank 0's run merges: those the program started, or torchrun's."""
-    return ranks if ranks is not None and ranks.procs else torchrun
+def other_ranks(ranks: _StartedRanks | None, torchrun: _TorchrunPeers | None, spawned=None):
+    """The ranks whose reports rank 0's run merges: those the program started (Lightning's),
+    those it spawned (a _run_spawn.SpawnedRanks with reports, rank 0's among them), or
+    torchrun's."""
+    if ranks is not None and ranks.procs:
+        return ranks
+    if spawned is not None and spawned.ranks():
+        return spawned
+    return torchrun
 
 
 def wait_for_ranks(peers: _StartedRanks | _TorchrunPeers, trace_format: str | None) -> int:

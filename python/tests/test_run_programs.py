@@ -451,6 +451,68 @@ def test_cuda_ddp_program_under_torchrun_as_cuda(tmp_path):
     assert rank0["sync.count"] == 2 + 2 and rank1["sync.count"] == 2
 
 
+def test_spawned_ddp_workers_are_each_counted_and_merged(tmp_path):
+    """torch.multiprocessing.spawn (examples/imagenet's --multiprocessing-distributed): each
+    spawned worker serves CUDA (NCCL's group on cuda:<rank>) and is counted; their reports are
+    merged as torchrun's ranks' (the main process, which only spawned them, is no rank)."""
+    out = tmp_path / "spawn.json"
+    r = _run_process(tmp_path, "--as-cuda", "--out", str(out), "--",
+                     str(PROGRAMS / "cuda_ddp_spawn.py"), env={"CUDA_VISIBLE_DEVICES": "0,1"})
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    results = _results_by_rank(r.stdout)
+    assert sorted(results) == [0, 1], r.stdout[-3000:] + r.stderr[-3000:]
+    assert results[0]["weights"] == results[1]["weights"]  # DDP kept the replicas equal
+    assert [results[0]["device"], results[1]["device"]] == ["cuda:0", "cuda:1"]
+    assert "2 ranks the program spawned (multiprocessing's spawn), each counted" in r.stderr
+    report = json.loads(out.read_text())
+    assert report["provenance"]["world_size"] == 2
+    v = {x["name"]: x for x in report["scenarios"][0]["variants"]}
+    assert set(v) == {f"{rank}{name}" for rank in ("", "rank0/", "rank1/")
+                      for name in ("steps", "before_steps")}
+    rank0, rank1 = v["rank0/steps"], v["rank1/steps"]
+    assert rank0["measured_steps"] == rank1["measured_steps"] == 3  # 4 steps, --skip-steps 1
+    for key in ("collective.all_reduce.count", "launch.count", "h2d.count"):
+        assert rank0["total"][key] == rank1["total"][key], key
+        assert v["steps"]["total"][key] == rank0["total"][key] + rank1["total"][key], key
+    assert rank0["total"]["collective.all_reduce.count"] == 3  # one gradient bucket a step
+
+
+def test_a_spawned_worker_that_fails_fails_the_run_and_one_that_joins_no_group_is_no_rank(
+        tmp_path):
+    """A spawned worker's failure is the program's (exit 3, nothing written); a spawned child
+    that never joins a process group (a helper, a DataLoader worker) writes no report: the
+    program's own steps are the report's."""
+    program = tmp_path / "spawner.py"
+    program.write_text("""
+import sys
+import torch
+import torch.multiprocessing as mp
+
+def helper(i):
+    if sys.argv[1] == "fail":
+        raise RuntimeError("worker failed on purpose")
+    torch.ones(3).sum()
+
+if __name__ == "__main__":
+    mp.spawn(helper, nprocs=1)
+    model = torch.nn.Linear(4, 1).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        model(torch.randn(2, 4, device="cuda")).sum().backward()
+        opt.step()
+""")
+    out = tmp_path / "helper.json"
+    r = _run_process(tmp_path, "--as-cuda", "--out", str(out), "--", str(program), "ok")
+    assert r.returncode == 0, r.stderr[-3000:]
+    v = {x["name"]: x for x in json.loads(out.read_text())["scenarios"][0]["variants"]}
+    assert set(v) == {"steps", "before_steps"} and v["steps"]["measured_steps"] == 2
+    failed = tmp_path / "failed.json"
+    r = _run_process(tmp_path, "--as-cuda", "--out", str(failed), "--", str(program), "fail")
+    assert r.returncode == 3, r.stderr[-3000:]
+    assert "worker failed on purpose" in r.stderr
+    assert not failed.exists()
+
+
 def test_torchrun_over_several_nodes_is_bad_input(tmp_path, monkeypatch, capsys):
     for name, value in (("TORCHELASTIC_RUN_ID", "job"), ("WORLD_SIZE", "4"),
                         ("LOCAL_WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("MASTER_PORT", "1")):
