@@ -73,8 +73,9 @@ reset_peak_memory_stats = _device_module.reset_peak_memory_stats
 
 
 def device(index: int = 0) -> torch.device:
-    """``torch.device("sim", index)``."""
-    return torch.device(BACKEND_NAME, index)
+    """Sim's device `index`: ``torch.device("sim", index)``, or ``torch.device("cuda", index)``
+    where sim serves CUDA (HARNESS_SIM_AS_CUDA=device, run --as-cuda)."""
+    return torch.device("cuda" if _SERVES_CUDA else BACKEND_NAME, index)
 
 
 from ._distributed import register_distributed_backend  # noqa: E402
