@@ -11,12 +11,16 @@ namespace harness::scenarios {
 
 ShardedRun::ShardedRun(RunContext& context, const TrainingPreset& p, runtime::ShardedOptions o,
                        int64_t max_steps)
+    : ShardedRun(context, p, std::move(o), runtime::TrainerConfig{max_steps, 2}) {}
+
+ShardedRun::ShardedRun(RunContext& context, const TrainingPreset& p, runtime::ShardedOptions o,
+                       runtime::TrainerConfig trainer_config)
     : ctx(context),
       preset(p),
       options(std::move(o)),
       data(p.data(context.device.kind)),
       strategy(*context.comm, context.rank_device(), options),
-      trainer(strategy, data, {max_steps, 2}) {}
+      trainer(strategy, data, trainer_config) {}
 
 void ShardedRun::build_model() {
   Phase phase("setup.model");
@@ -48,7 +52,8 @@ std::string raw_bytes(const std::vector<at::Tensor>& tensors) {
 
 Correctness check_against_single_device(RunContext& ctx, const TrainingPreset& preset,
                                         const std::vector<at::Tensor>& initial,
-                                        const std::vector<at::Tensor>& trained, int64_t steps) {
+                                        const std::vector<at::Tensor>& trained, int64_t steps,
+                                        int64_t accumulate_grad_batches) {
   if (ctx.rank != 0) return {false, false, "checked on rank 0"};
   runtime::MlpRegression reference(preset.model(), runtime::AdamOptions{});
   std::vector<at::Tensor> params = reference.parameters();
@@ -59,7 +64,9 @@ Correctness check_against_single_device(RunContext& ctx, const TrainingPreset& p
   }
   runtime::SyntheticRegressionData data(preset.data(ctx.device.kind));
   runtime::SingleDeviceStrategy strategy(ctx.rank_device(), runtime::RestorePolicy::Rebuild);
-  runtime::Trainer trainer(strategy, data, {steps, 2});
+  runtime::TrainerConfig config{steps, 2};
+  config.accumulate_grad_batches = accumulate_grad_batches;
+  runtime::Trainer trainer(strategy, data, config);
   trainer.fit(reference);
   double worst = 0;
   params = reference.parameters();

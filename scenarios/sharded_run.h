@@ -22,6 +22,8 @@ namespace harness::scenarios {
 struct ShardedRun {
   ShardedRun(RunContext& ctx, const TrainingPreset& preset, runtime::ShardedOptions options,
              int64_t max_steps);
+  ShardedRun(RunContext& ctx, const TrainingPreset& preset, runtime::ShardedOptions options,
+             runtime::TrainerConfig trainer_config);
   // Builds the module (phase "setup.model"): on the host or on meta, as the set-up path wants.
   void build_model();
 
@@ -37,11 +39,13 @@ struct ShardedRun {
 // What `body` costs, counted on its own (the instrument is on only while it runs).
 Counts count_apart(Instrument& instrument, const std::function<void()>& body);
 
-// Rank 0 trains `preset`'s model on one device for `steps` steps from `initial` (the sharded
-// run's gathered initial parameters) and compares with `trained` (its gathered final ones).
+// Rank 0 trains `preset`'s model on one device for `steps` steps (each over
+// `accumulate_grad_batches` micro-batches) from `initial` (the run's initial parameters, gathered
+// if sharded) and compares with `trained` (its final ones).
 Correctness check_against_single_device(RunContext& ctx, const TrainingPreset& preset,
                                         const std::vector<at::Tensor>& initial,
-                                        const std::vector<at::Tensor>& trained, int64_t steps);
+                                        const std::vector<at::Tensor>& trained, int64_t steps,
+                                        int64_t accumulate_grad_batches = 1);
 
 // The tensors' bytes, one after another: what a scenario keeps from one variant to compare with
 // the next bitwise. Kept in a std::string, not in tensors, so that what the harness keeps is not

@@ -45,6 +45,10 @@ class Strategy {
   // After backward, before the optimizer step (phase "train.grad_sync"): data parallel
   // strategies average the gradients over ranks here.
   virtual void reduce_gradients(TrainModule& /*module*/) {}
+  // Whether the next backward reduces its gradients across ranks, for a strategy that reduces
+  // them inside backward (sharded: FSDP2's set_requires_gradient_sync). Off, they accumulate
+  // unreduced on the rank until a backward with it on.
+  virtual void set_gradient_sync(bool /*enabled*/) {}
   virtual Checkpoint make_checkpoint(TrainModule& module, Optimizer& optimizer, int64_t step) = 0;
   // Writes the training state to `path` (phase "checkpoint.save"): by default the checkpoint
   // make_checkpoint gives, as one file. A sharded strategy may write one file per rank instead.

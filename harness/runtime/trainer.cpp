@@ -20,6 +20,14 @@ const char* to_string(MetricCheckpointing policy) {
   return "?";
 }
 
+const char* to_string(GradientSync sync) {
+  switch (sync) {
+    case GradientSync::LastMicroBatch: return "sync_last";
+    case GradientSync::EveryMicroBatch: return "sync_every";
+  }
+  return "?";
+}
+
 void CheckpointCallback::on_train_step_end(Trainer& trainer, int64_t step) {
   if (every_n_steps_ > 0 && step % every_n_steps_ == 0) trainer.save_checkpoint(path_for(step));
 }
@@ -29,7 +37,10 @@ std::string CheckpointCallback::path_for(int64_t step) const {
 }
 
 Trainer::Trainer(Strategy& strategy, const SyntheticRegressionData& data, TrainerConfig config)
-    : strategy_(strategy), data_(data), config_(config) {}
+    : strategy_(strategy), data_(data), config_(config) {
+  TORCH_CHECK(config_.accumulate_grad_batches >= 1, "accumulate_grad_batches must be >= 1, not ",
+              config_.accumulate_grad_batches);
+}
 
 void Trainer::setup(TrainModule& module, Stage stage) {
   Phase phase("setup");
@@ -72,27 +83,16 @@ void Trainer::train_step(TrainModule& module) {
   for (TrainerCallback* cb : callbacks_) cb->on_train_step_start(*this, step);
   {
     Phase phase("train.step");
-    Batch batch;
-    {
-      Phase p("train.data");
-      batch = strategy_.batch_to_device(data_.batch(global_step_));
-    }
+    const int64_t micro_batches = config_.accumulate_grad_batches;
+    Batch batch = load_batch(global_step_ * micro_batches);
     {
       Phase p("train.zero_grad");
       optimizer_->zero_grad(/*set_to_none=*/true);
     }
-    at::Tensor loss;
-    {
-      Phase p("train.forward");
-      loss = module.training_step(batch);
-    }
-    {
-      Phase p("train.backward");
-      torch::autograd::backward({loss});
-    }
-    {
-      Phase p("train.grad_sync");
-      strategy_.reduce_gradients(module);
+    for (int64_t m = 0; m < micro_batches; ++m) {
+      if (m > 0) batch = load_batch(global_step_ * micro_batches + m);
+      const bool last = m + 1 == micro_batches;
+      micro_step(module, batch, last || config_.gradient_sync == GradientSync::EveryMicroBatch);
     }
     {
       Phase p("optimizer.step");
@@ -101,6 +101,29 @@ void Trainer::train_step(TrainModule& module) {
   }
   global_step_ = step;
   for (TrainerCallback* cb : callbacks_) cb->on_train_step_end(*this, step);
+}
+
+Batch Trainer::load_batch(int64_t index) {
+  Phase p("train.data");
+  return strategy_.batch_to_device(data_.batch(index));
+}
+
+void Trainer::micro_step(TrainModule& module, const Batch& batch, bool sync) {
+  at::Tensor loss;
+  {
+    Phase p("train.forward");
+    loss = module.training_step(batch);
+    if (config_.accumulate_grad_batches > 1) loss = loss / config_.accumulate_grad_batches;
+  }
+  {
+    Phase p("train.backward");
+    strategy_.set_gradient_sync(sync);  // a strategy that reduces inside backward (sharded)
+    torch::autograd::backward({loss});
+  }
+  if (sync) {
+    Phase p("train.grad_sync");
+    strategy_.reduce_gradients(module);
+  }
 }
 
 void Trainer::save_checkpoint(const std::string& path) {

@@ -49,10 +49,22 @@ enum class MetricCheckpointing {
 };
 const char* to_string(MetricCheckpointing policy);
 
+// When the gradients of the micro-batches a step accumulates are reduced across ranks.
+enum class GradientSync {
+  LastMicroBatch,   // after the last one only: DDP's no_sync() and FSDP2's
+                    // set_requires_gradient_sync(False) on the others (what Lightning does)
+  EveryMicroBatch,  // after each one's backward (a loop that never turns the sync off)
+};
+const char* to_string(GradientSync sync);
+
 struct TrainerConfig {
   int64_t max_steps = 10;
   int64_t eval_batches = 2;  // batches per validate() / test()
   MetricCheckpointing metric_checkpointing = MetricCheckpointing::StrategyOwned;
+  // Micro-batches whose gradients a step accumulates before the optimizer steps (Lightning's
+  // accumulate_grad_batches): consecutive batches of the data, each loss divided by their number.
+  int64_t accumulate_grad_batches = 1;
+  GradientSync gradient_sync = GradientSync::LastMicroBatch;
 };
 
 class Trainer {
@@ -79,6 +91,10 @@ class Trainer {
  private:
   void setup_unless_prepared(TrainModule& module, Stage stage);
   void train_step(TrainModule& module);
+  // Batch `index` of the data on the strategy's device (phase "train.data").
+  Batch load_batch(int64_t index);
+  // One micro-batch's forward and backward, its gradients reduced across ranks if `sync`.
+  void micro_step(TrainModule& module, const Batch& batch, bool sync);
   double evaluate(TrainModule& module, Stage stage, int64_t first_batch);
 
   Strategy& strategy_;

@@ -214,6 +214,80 @@ def test_torch_fsdp2_against_the_cpp_sharded_runtime(bench):
         assert f["syncs"] == 0 == step["sync.count"]  # every collective wait is device-side
 
 
+# --- gradient accumulation ----------------------------------------------------------------------
+MICRO_BATCHES = 4
+
+
+def _accumulate(rank, world, wrapper, sync_every):
+    """MICRO_BATCHES micro-batches a step under torch's DDP or FSDP2 (fully_shard per Linear), the
+    gradient sync left on for every one (`sync_every`) or turned off on all but the last (DDP's
+    no_sync(), FSDP2's set_requires_gradient_sync(False)), as grad_accumulation's variants."""
+    import contextlib
+    device = torch.device("sim", rank)
+    model = mlp(device)
+    if wrapper == "ddp":
+        from torch.nn.parallel import DistributedDataParallel as DDP
+        trained = DDP(model, device_ids=[rank])
+
+        def sync(on):
+            return contextlib.nullcontext() if on else trained.no_sync()
+    else:
+        from torch.distributed.fsdp import fully_shard
+        for layer in model:
+            if isinstance(layer, torch.nn.Linear):
+                fully_shard(layer)
+        trained = fully_shard(model)
+
+        def sync(on):
+            trained.set_requires_gradient_sync(on)
+            return contextlib.nullcontext()
+    opt = torch.optim.Adam(trained.parameters(), foreach=True)
+    g = torch.Generator().manual_seed(1)
+    rows = slice(rank * 32, (rank + 1) * 32)
+
+    def step():
+        for m in range(MICRO_BATCHES):
+            x = torch.randn(64, WIDTHS[0], generator=g)[rows].pin_memory().to(device,
+                                                                             non_blocking=True)
+            y = torch.randn(64, WIDTHS[-1], generator=g)[rows].pin_memory().to(device,
+                                                                              non_blocking=True)
+            with sync(sync_every or m == MICRO_BATCHES - 1):
+                (torch.nn.functional.mse_loss(trained(x), y) / MICRO_BATCHES).backward()
+        opt.step()
+        opt.zero_grad()
+
+    for _ in range(2):  # DDP rebuilds its buckets after the first step, FSDP2 sets up lazily
+        step()
+    with harness_sim.count() as c:
+        for _ in range(3):
+            with c.step():
+                step()
+    return figures(c, c.steps)
+
+
+@pytest.mark.parametrize("wrapper,runtime,reduction", [("ddp", "ddp", "all_reduce"),
+                                                       ("fsdp2", "sharded", "reduce_scatter")])
+def test_torch_gradient_accumulation_against_grad_accumulation(bench, wrapper, runtime,
+                                                               reduction):
+    """torch's DDP and FSDP2 accumulating 4 micro-batches a step on 2 sim ranks against the C++
+    grad_accumulation scenario, per rank and optimizer step: the gradient reductions (count and
+    bytes) with the sync on for every micro-batch and only for the last, and the gathers."""
+    cpp = _bench(bench, "--scenario", "grad_accumulation", "--variant",
+                 f"{runtime}/micro{MICRO_BATCHES}/*")
+    for sync_every in (True, False):
+        name = f"rank0/{runtime}/micro{MICRO_BATCHES}/sync_{'every' if sync_every else 'last'}"
+        step = cpp[name]["per_step"]
+        for f in ranks.run(_accumulate, wrapper, sync_every):
+            assert f["collectives"][reduction] == (step[f"collective.{reduction}.count"],
+                                                   step[f"collective.{reduction}.bytes"]), name
+            assert f["collectives"].get("all_gather", (0, 0))[0] == step.get(
+                "collective.all_gather.count", 0), name
+            assert f["syncs"] == 0 == step["sync.count"], name
+    reductions = {s: cpp[f"rank0/{runtime}/micro{MICRO_BATCHES}/sync_{s}"]["per_step"][
+        f"collective.{reduction}.count"] for s in ("every", "last")}
+    assert reductions["every"] == MICRO_BATCHES * reductions["last"]
+
+
 # --- ZeRO ---------------------------------------------------------------------------------------
 def _zero(rank, world):
     from torch.distributed.optim import ZeroRedundancyOptimizer

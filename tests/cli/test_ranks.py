@@ -179,6 +179,49 @@ class ShardedSetupRanks(unittest.TestCase):
         self.check(4)
 
 
+class GradAccumulationRanks(unittest.TestCase):
+    """grad_accumulation: the gradient reductions of an optimizer step over M micro-batches, per
+    rank, with the sync on for every micro-batch and only for the last, under DDP and sharding."""
+
+    def test_reductions_scale_with_the_micro_batches_only_when_the_sync_stays_on(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = os.path.join(tmp, "report.json")
+            gate = os.path.join(SOURCE_DIR, "reports", "gates", "grad_accumulation.json")
+            r = bench("--scenario", "grad_accumulation", "--device", "sim", "--out", out,
+                      "--gate", gate)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertIn("gate: 22 passed, 0 failed, 0 skipped", r.stdout)
+            report = strict_json(out)
+        scenario = report["scenarios"][0]
+        widths = [int(w) for w in scenario["config"]["mlp_widths"].split("-")]
+        gradient_bytes = 4 * sum(a * b + b for a, b in zip(widths, widths[1:]))  # float32
+        v = {x["name"]: x for x in scenario["variants"]}
+        for runtime, kind in (("ddp", "all_reduce"), ("sharded", "reduce_scatter")):
+            for rank in (0, 1):
+                step = lambda name: v["rank%d/%s/%s" % (rank, runtime, name)]["per_step"]
+                one = step("micro1")
+                count, moved = "collective.%s.count" % kind, "collective.%s.bytes" % kind
+                for m in (4, 8):
+                    every, last = step("micro%d/sync_every" % m), step("micro%d/sync_last" % m)
+                    self.assertEqual(every[count], m * one[count])
+                    self.assertEqual(every[moved], m * one[moved])
+                    self.assertEqual(last[count], one[count])
+                    self.assertEqual(last[moved], one[moved])
+                    # M micro-batches' data and forward either way; waits device-side: no sync.
+                    self.assertEqual(every["h2d.count"], m * one["h2d.count"])
+                    self.assertEqual(every["sync.count"], 0)
+                    self.assertEqual(last["sync.count"], 0)
+                self.assertEqual(one[moved], gradient_bytes)  # every gradient, once a step
+            # Sharded without the sync keeps whole gradients on the rank until the last
+            # micro-batch: a higher device peak than reducing each one (FSDP2's trade).
+            if runtime == "sharded":
+                peak = lambda name: v["rank0/sharded/%s" % name]["total"]["memory.peak_bytes"]
+                self.assertGreater(peak("micro4/sync_last"), peak("micro4/sync_every"))
+        for name, x in v.items():
+            if not name.startswith("rank1/"):
+                self.assertTrue(x["correctness"]["passed"], (name, x["correctness"]))
+
+
 class EngineReuseRanks(unittest.TestCase):
     """engine_reuse: the stage set-ups, the hooks, and the expected #17523 failure."""
 

@@ -74,7 +74,22 @@ struct ShardedLinearFn : public torch::autograd::Function<ShardedLinearFn> {
     const int world = model->comm().world_size();
     const int64_t padding = unit->padded_numel(world) - unit->numel;
     if (padding > 0) pieces.push_back(at::zeros({padding}, grad_out.options()));
-    const at::Tensor flat_grad = at::cat(pieces);
+    at::Tensor flat_grad = at::cat(pieces);
+    if (!model->gradient_sync()) {
+      // Kept whole on this rank, summed, until a backward that reduces it (FSDP2 keeps the
+      // unsharded gradients while requires_gradient_sync is off): no collective, no shard grad.
+      if (unit->unreduced_grad.defined()) {
+        unit->unreduced_grad.add_(flat_grad);
+      } else {
+        unit->unreduced_grad = flat_grad;
+      }
+      engine->release(*unit);
+      return {grad_input, at::Tensor(), at::Tensor(), at::Tensor()};
+    }
+    if (unit->unreduced_grad.defined()) {
+      flat_grad.add_(unit->unreduced_grad);
+      unit->unreduced_grad = at::Tensor();
+    }
     at::Tensor grad_shard = at::empty({unit->shard_numel}, grad_out.options());
     model->comm().reduce_scatter_sum(grad_shard, flat_grad);
     grad_shard.div_(world);  // the mean over ranks, as DDP averages

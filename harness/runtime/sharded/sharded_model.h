@@ -58,6 +58,9 @@ struct FlatUnit {
   at::Tensor full;          // world_size * shard_numel elements while INFLIGHT or AVAILABLE
   UnitStatus status = UnitStatus::NotAvailable;
   std::string inflight_by;  // the engine that issued the gather in flight
+  // The unit's whole gradient (padded), summed over backwards that did not reduce it (gradient
+  // sync off: FSDP2's set_requires_gradient_sync(False)); reduced with the next one that does.
+  at::Tensor unreduced_grad;
 
   int64_t padded_numel(int world_size) const { return shard_numel * world_size; }
   // Rank `rank`'s shard_numel elements of `flat` (the unit's numel elements, unpadded), zeros
@@ -108,6 +111,11 @@ class ShardedModel final : public LayerRunner {
   FlatUnit* next_unit(const FlatUnit& unit, bool wrap);
   GatherRegistry& registry() { return registry_; }
   Communicator& comm() { return comm_; }
+  // Whether a backward reduce-scatters the units' gradients onto their shards (on), or keeps
+  // them whole on this rank, summed, until one that does (off): FSDP2's
+  // set_requires_gradient_sync.
+  void set_gradient_sync(bool enabled) { gradient_sync_ = enabled; }
+  bool gradient_sync() const { return gradient_sync_; }
 
   // The hook registry: an engine registers its hooks on the module (see the top of this file)
   // and removes them by id; every hook on the module runs on every forward, whichever engine put
@@ -135,6 +143,7 @@ class ShardedModel final : public LayerRunner {
   std::string layers_name_;                  // the layers' Sequential ("" when it is the root)
   std::vector<std::string> outer_modules_;   // the root down to that Sequential
   GatherRegistry registry_;
+  bool gradient_sync_ = true;
   std::vector<ModuleHook> hooks_;  // in registration order (the order they run in)
   uint64_t next_hook_id_ = 1;
   int64_t hooks_registered_ = 0, hooks_removed_ = 0, hook_calls_ = 0;

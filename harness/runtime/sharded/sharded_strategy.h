@@ -78,6 +78,8 @@ class ShardedStrategy final : public Strategy {
   void begin_stage(TrainModule& module, Stage stage,
                    std::unique_ptr<Optimizer>& optimizer) override;
   Batch batch_to_device(const Batch& batch) override;
+  // The gradients reduce-scatter inside backward: on, or kept whole until a backward with it on.
+  void set_gradient_sync(bool enabled) override { model().set_gradient_sync(enabled); }
   // Consolidated: collective; the full state on every rank (rank 0 writes it, no rank waits for
   // the file). PerRank: this rank's shards, optimizer state and metric states.
   Checkpoint make_checkpoint(TrainModule& module, Optimizer& optimizer, int64_t step) override;
