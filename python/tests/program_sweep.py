@@ -87,6 +87,13 @@ PROGRAMS = (
             "trl_sft.py"),
     Program("trl-dpo", "trl", ("trl==1.16.0", *HF, "datasets==5.2.0"),
             "DPOTrainer (the reference model a copy of the initial policy), bf16", "trl_dpo.py"),
+    # The gallery's TRL #6842 (docs/gallery.md): the chunked loss before and after the fix
+    Program("trl-sft-chunked-1.10", "trl", ("trl==1.10.0", *HF, "datasets==5.2.0"),
+            "SFTTrainer, loss_type='chunked_nll', bf16 (before TRL #6842)",
+            "trl_sft_chunked_nll.py"),
+    Program("trl-sft-chunked-1.11", "trl", ("trl==1.11.0", *HF, "datasets==5.2.0"),
+            "SFTTrainer, loss_type='chunked_nll', bf16 (after TRL #6842)",
+            "trl_sft_chunked_nll.py"),
     Program("sentence-transformers", "sentence-transformers",
             ("sentence-transformers==6.2.0", *HF, "datasets==5.2.0"),
             "SentenceTransformerTrainer, MultipleNegativesRankingLoss, bf16",
