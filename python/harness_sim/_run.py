@@ -62,17 +62,15 @@ def _after_program(options: RunOptions, windows: StepWindows, trace, ranks: _Sta
     handler runs between Python calls, so never inside one) removes those already written:
     nothing is written unless run exits 0 or 1. Returns run's exit status."""
     written: list[str] = []
-    if options.spawned:  # a spawned child: a rank's report, or none if it joined no group
-        out = report_of_this_rank(options.rank_dir)
-        if out is None:
-            scratch.remove()
-            return status
-        options = dataclasses.replace(options, out=out)
+    # A spawned child writes a rank's report, or nothing if it joined no process group.
+    is_rank = not options.spawned or report_of_this_rank(options.rank_dir) is not None
+    if options.spawned and is_rank:
+        options = dataclasses.replace(options, out=report_of_this_rank(options.rank_dir))
     try:
         peers = other_ranks(ranks, options.torchrun, spawned)
         if peers is not None and status == EXIT_OK:
             status = wait_for_ranks(peers, options.trace_format if trace is not None else None)
-        if status == EXIT_OK:
+        if status == EXIT_OK and is_rank:
             status = write_outputs(options, windows, trace, ranks, peers, scratch.workdir,
                                    written)
     except _C.InputError as e:  # an output could not be written (a full disk, ...)
