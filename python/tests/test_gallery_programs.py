@@ -5,6 +5,9 @@ line its report names -- before and after the fix. Where pip cannot reach PyPI, 
 skipped, naming why."""
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 
 import program_sweep
@@ -54,3 +57,29 @@ def test_megatron_7407_count_zeros_reads_back_inside_the_optimizer_step(outcomes
     assert _sites(zeros, "megatron/") == {
         "megatron/core/optimizer/clip_grads.py:246 in count_zeros_fp32": zeros.measured_steps}
     assert zeros.per_step["sync"] == 1  # the step's one capture blocker
+
+
+def test_megatron_7407_the_capture_gate_fails_naming_the_line_and_passes_without_it(
+        outcomes, bench, tmp_path):
+    """examples/gallery/optimizer_step_capturable.json on the program's own reports: a capture
+    blocker a step, named at its line, with log_num_zeros_in_grad; none without."""
+    program = next(p for p in program_sweep.PROGRAMS if p.name == "megatron-count-zeros")
+    python = program_sweep.side_environment(program, log=lambda message: None)
+    gate = program_sweep.REPO / "examples" / "gallery" / "optimizer_step_capturable.json"
+    env = {**os.environ, **program_sweep.QUIET_ENV, "PYTHONPATH": str(program_sweep.DRIVERS)}
+    env.pop("HARNESS_SIM_AS_CUDA", None)
+    verdicts = {}
+    for mode in ("count-zeros", "plain"):
+        report = tmp_path / f"{mode}.json"
+        run = subprocess.run([python, "-m", "harness_sim", "run", "--as-cuda", "--quiet", "--out",
+                              str(report), "--", str(program_sweep.DRIVERS / program.driver),
+                              mode], cwd=tmp_path, env=env, capture_output=True, text=True,
+                             timeout=300, stdin=subprocess.DEVNULL)
+        assert run.returncode == 0, run.stderr[-3000:]
+        verdicts[mode] = subprocess.run([bench, "compare", str(report), str(report), "--gate",
+                                         str(gate)], capture_output=True, text=True, timeout=120)
+    failed = verdicts["count-zeros"]
+    assert failed.returncode == 1, failed.stdout + failed.stderr
+    assert ("per_step.capture.blockers  actual 1 > allowed 0; at 1/step sync at "
+            "megatron/core/optimizer/clip_grads.py:246 in count_zeros_fp32") in failed.stdout
+    assert verdicts["plain"].returncode == 0, verdicts["plain"].stdout
