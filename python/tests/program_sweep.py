@@ -89,11 +89,11 @@ PROGRAMS = (
             "DPOTrainer (the reference model a copy of the initial policy), bf16", "trl_dpo.py"),
     # The gallery's TRL #6842 (docs/gallery.md): the chunked loss before and after the fix
     Program("trl-sft-chunked-1.10", "trl", ("trl==1.10.0", *HF, "datasets==5.2.0"),
-            "SFTTrainer, loss_type='chunked_nll', bf16 (before TRL #6842)",
-            "trl_sft_chunked_nll.py"),
+            "SFTTrainer, loss_type='chunked_nll', bf16 (before TRL #6842)", "trl_sft.py",
+            ("chunked_nll",)),
     Program("trl-sft-chunked-1.11", "trl", ("trl==1.11.0", *HF, "datasets==5.2.0"),
-            "SFTTrainer, loss_type='chunked_nll', bf16 (after TRL #6842)",
-            "trl_sft_chunked_nll.py"),
+            "SFTTrainer, loss_type='chunked_nll', bf16 (after TRL #6842)", "trl_sft.py",
+            ("chunked_nll",)),
     # The gallery's Megatron-LM #7407 (docs/gallery.md): .item() inside the optimizer's step
     Program("megatron-plain", "megatron-core", ("megatron-core==0.16.1",),
             "FP32Optimizer(Adam).step(), OptimizerConfig defaults", "megatron_optimizer.py",
@@ -240,7 +240,10 @@ def _steps(report: Path) -> dict | None:
     return {v["name"]: v for v in scenario["variants"]}.get("steps")
 
 
-def run_program(program: Program, python: str, cpu: bool, compare_map: bool = False) -> Outcome:
+def run_program(program: Program, python: str, cpu: bool, compare_map: bool = False,
+                out: Path | None = None) -> Outcome:
+    """`program` under `run --as-cuda` in `python`'s environment (and, with `cpu`, plainly): its
+    outcome; its report kept at `out` when given."""
     outcome = Outcome(program.name, program.framework, _version_of(python, program.framework),
                       program.entry)
     env = {**os.environ, **QUIET_ENV,
@@ -248,7 +251,7 @@ def run_program(program: Program, python: str, cpu: bool, compare_map: bool = Fa
     env.pop("HARNESS_SIM_AS_CUDA", None)
     driver = [str(DRIVERS / program.driver), *program.args]
     with tempfile.TemporaryDirectory(prefix=f"sweep-{program.name}-") as work:
-        report = Path(work) / "report.json"
+        report = out or Path(work) / "report.json"
         start = time.monotonic()
         r = _run([python, "-m", "harness_sim", "run", "--as-cuda", *program.run_options,
                   "--out", str(report), "--", *driver], work, env)
@@ -271,6 +274,14 @@ def run_program(program: Program, python: str, cpu: bool, compare_map: bool = Fa
             if plain.returncode != 0:
                 outcome.cpu_failure = f"exit {plain.returncode}: {_first_failure(plain.stderr)}"
     return outcome
+
+
+def outcomes_of(names, cpu: bool = False) -> dict:
+    """The programs `names` run as the sweep runs them, their side environments made where
+    missing: name -> Outcome. Raises RuntimeError when an environment cannot be made (pip could
+    not reach PyPI, or could not install)."""
+    return {p.name: run_program(p, side_environment(p, log=lambda message: None), cpu=cpu)
+            for p in PROGRAMS if p.name in names}
 
 
 def _mapped(program: Program, python: str, driver: list, work: str, env: dict) -> str:

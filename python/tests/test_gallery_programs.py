@@ -5,7 +5,6 @@ line its report names -- before and after the fix. Where pip cannot reach PyPI, 
 skipped, naming why."""
 from __future__ import annotations
 
-import os
 import subprocess
 
 import pytest
@@ -18,16 +17,10 @@ GALLERY = ("trl-sft-chunked-1.10", "trl-sft-chunked-1.11", "megatron-plain",
 
 @pytest.fixture(scope="module")
 def outcomes():
-    results = {}
-    for program in program_sweep.PROGRAMS:
-        if program.name not in GALLERY:
-            continue
-        try:
-            python = program_sweep.side_environment(program, log=lambda message: None)
-        except RuntimeError as e:
-            pytest.skip(f"{program.name}'s side environment could not be made: {e}")
-        results[program.name] = program_sweep.run_program(program, python, cpu=False)
-    return results
+    try:
+        return program_sweep.outcomes_of(GALLERY)
+    except RuntimeError as e:
+        pytest.skip(f"a side environment could not be made: {e}")
 
 
 def _sites(outcome, path: str) -> dict:
@@ -59,20 +52,13 @@ def test_megatron_7407_count_zeros_reads_back_inside_the_optimizer_step(outcomes
     assert zeros.per_step["sync"] == 1  # the step's one capture blocker
 
 
-def _report(name: str, tmp_path, *args) -> str:
-    """Sweep program `name` under `run --as-cuda` in its side environment, as the sweep runs it,
-    with its report kept; returns the report's path."""
+def _report(name: str, tmp_path) -> str:
+    """Sweep program `name` run as the sweep runs it, its report kept: the report's path."""
     program = next(p for p in program_sweep.PROGRAMS if p.name == name)
     python = program_sweep.side_environment(program, log=lambda message: None)
-    env = {**os.environ, **program_sweep.QUIET_ENV, "PYTHONPATH": str(program_sweep.DRIVERS)}
-    env.pop("HARNESS_SIM_AS_CUDA", None)
-    report = tmp_path / f"{name}{''.join('-' + a for a in args)}.json"
-    run = subprocess.run([python, "-m", "harness_sim", "run", "--as-cuda", "--quiet",
-                          "--scenario", program.driver[:-3], "--out", str(report), "--",
-                          str(program_sweep.DRIVERS / program.driver), *args], cwd=tmp_path,
-                         env=env, capture_output=True, text=True, timeout=300,
-                         stdin=subprocess.DEVNULL)
-    assert run.returncode == 0, run.stderr[-3000:]
+    report = tmp_path / f"{name}.json"
+    outcome = program_sweep.run_program(program, python, cpu=False, out=report)
+    assert outcome.unchanged and not outcome.failure, outcome.failure
     return str(report)
 
 
@@ -87,7 +73,8 @@ def test_trl_6842_the_site_gate_fails_before_the_fix_and_passes_after(outcomes, 
     site more in the chunked loss. (Sites in one function pair in line order, so 1.10.0's :190
     pairs with 1.11.0's :206 and the one named new is :211.)"""
     fixed = _report("trl-sft-chunked-1.11", tmp_path)
-    before = _gate(bench, "no_new_sync_sites.json", fixed, _report("trl-sft-chunked-1.10", tmp_path))
+    before = _gate(bench, "no_new_sync_sites.json", fixed,
+                   _report("trl-sft-chunked-1.10", tmp_path))
     assert before.returncode == 1, before.stdout + before.stderr
     assert ("sync_sites.new  1 new sync site: +1 sync/step at trl/trainer/sft_trainer.py:211 in "
             "_chunked_cross_entropy_loss") in before.stdout
@@ -99,11 +86,11 @@ def test_megatron_7407_the_capture_gate_fails_naming_the_line_and_passes_without
         outcomes, bench, tmp_path):
     """examples/gallery/optimizer_step_capturable.json on the program's own reports: a capture
     blocker a step, named at its line, with log_num_zeros_in_grad; none without."""
-    zeros = _report("megatron-count-zeros", tmp_path, "count-zeros")
+    zeros = _report("megatron-count-zeros", tmp_path)
     failed = _gate(bench, "optimizer_step_capturable.json", zeros, zeros)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert ("per_step.capture.blockers  actual 1 > allowed 0; at 1/step sync at "
             "megatron/core/optimizer/clip_grads.py:246 in count_zeros_fp32") in failed.stdout
-    plain = _report("megatron-plain", tmp_path, "plain")
+    plain = _report("megatron-plain", tmp_path)
     passed = _gate(bench, "optimizer_step_capturable.json", plain, plain)
     assert passed.returncode == 0, passed.stdout

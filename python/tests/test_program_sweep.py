@@ -16,16 +16,10 @@ SLICE = ("timm", "keras")
 
 @pytest.fixture(scope="module")
 def outcomes():
-    results = {}
-    for program in program_sweep.PROGRAMS:
-        if program.name not in SLICE:
-            continue
-        try:
-            python = program_sweep.side_environment(program, log=lambda message: None)
-        except RuntimeError as e:
-            pytest.skip(f"{program.name}'s side environment could not be made: {e}")
-        results[program.name] = program_sweep.run_program(program, python, cpu=False)
-    return results
+    try:
+        return program_sweep.outcomes_of(SLICE)
+    except RuntimeError as e:
+        pytest.skip(f"a side environment could not be made: {e}")
 
 
 def test_timm_training_utilities_run_unchanged_on_cuda(outcomes):

@@ -395,6 +395,23 @@ def _torchrun(tmp_path, *args):
                           capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
 
 
+def _check_two_ddp_ranks(out, steps: int) -> None:
+    """The report `out` of a DDP program on two ranks merged by run: both ranks' variants and the
+    merged ones, `steps` counted steps on each, the ranks counting alike and the merged variant
+    their sum, one gradient bucket all-reduced a step."""
+    report = json.loads(out.read_text())
+    assert report["provenance"]["world_size"] == 2
+    v = {x["name"]: x for x in report["scenarios"][0]["variants"]}
+    assert set(v) == {f"{rank}{name}" for rank in ("", "rank0/", "rank1/")
+                      for name in ("steps", "before_steps")}
+    rank0, rank1 = v["rank0/steps"], v["rank1/steps"]
+    assert rank0["measured_steps"] == rank1["measured_steps"] == steps
+    for key in ("collective.all_reduce.count", "launch.count", "h2d.count"):
+        assert rank0["total"][key] == rank1["total"][key], key
+        assert v["steps"]["total"][key] == rank0["total"][key] + rank1["total"][key], key
+    assert rank0["total"]["collective.all_reduce.count"] == steps
+
+
 def test_torchrun_ranks_each_under_run_make_one_report(tmp_path, bench):
     """torchrun starts every rank as `python -m harness_sim run ...`: rank 0's report holds both,
     merged as bench merges its ranks, and the ranks' scratch directory is gone afterwards."""
@@ -406,17 +423,7 @@ def test_torchrun_ranks_each_under_run_make_one_report(tmp_path, bench):
     results = _results_by_rank(r.stdout)
     assert sorted(results) == [0, 1], r.stdout[-3000:] + r.stderr[-3000:]
     assert results[0]["weights"] == results[1]["weights"]  # DDP kept the replicas equal
-    report = json.loads(out.read_text())
-    assert report["provenance"]["world_size"] == 2
-    v = {x["name"]: x for x in report["scenarios"][0]["variants"]}
-    assert set(v) == {f"{rank}{name}" for rank in ("", "rank0/", "rank1/")
-                      for name in ("steps", "before_steps")}
-    rank0, rank1 = v["rank0/steps"], v["rank1/steps"]
-    assert rank0["measured_steps"] == rank1["measured_steps"] == 5  # 6 steps, --skip-steps 1
-    for key in ("collective.all_reduce.count", "launch.count", "h2d.count"):
-        assert rank0["total"][key] == rank1["total"][key], key
-        assert v["steps"]["total"][key] == rank0["total"][key] + rank1["total"][key], key
-    assert rank0["total"]["collective.all_reduce.count"] == 5  # one gradient bucket per step
+    _check_two_ddp_ranks(out, steps=5)  # 6 steps, --skip-steps 1
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith("harness_sim")] == []
     import subprocess
     compared = subprocess.run([bench, "compare", str(out), str(out), "--format", "json"],
@@ -464,17 +471,7 @@ def test_spawned_ddp_workers_are_each_counted_and_merged(tmp_path):
     assert results[0]["weights"] == results[1]["weights"]  # DDP kept the replicas equal
     assert [results[0]["device"], results[1]["device"]] == ["cuda:0", "cuda:1"]
     assert "2 ranks the program spawned (multiprocessing's spawn), each counted" in r.stderr
-    report = json.loads(out.read_text())
-    assert report["provenance"]["world_size"] == 2
-    v = {x["name"]: x for x in report["scenarios"][0]["variants"]}
-    assert set(v) == {f"{rank}{name}" for rank in ("", "rank0/", "rank1/")
-                      for name in ("steps", "before_steps")}
-    rank0, rank1 = v["rank0/steps"], v["rank1/steps"]
-    assert rank0["measured_steps"] == rank1["measured_steps"] == 3  # 4 steps, --skip-steps 1
-    for key in ("collective.all_reduce.count", "launch.count", "h2d.count"):
-        assert rank0["total"][key] == rank1["total"][key], key
-        assert v["steps"]["total"][key] == rank0["total"][key] + rank1["total"][key], key
-    assert rank0["total"]["collective.all_reduce.count"] == 3  # one gradient bucket a step
+    _check_two_ddp_ranks(out, steps=3)  # 4 steps, --skip-steps 1
 
 
 def test_a_spawned_worker_that_fails_fails_the_run_and_one_that_joins_no_group_is_no_rank(
