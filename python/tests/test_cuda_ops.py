@@ -339,3 +339,68 @@ def test_a_product_with_out_dtype_is_one_kernel_in_float(name):
     torch.testing.assert_close(y.cpu(), expected, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(out.cpu(), expected, atol=1e-4, rtol=1e-4)
     assert dict(c.launches_by_op) == {f"aten::{name}": 2}
+
+
+# --- CTC loss: cuDNN's where CUDA takes it (native/cudnn/LossCTC.cpp), `_ctc_loss` otherwise -----
+
+def ctc_case(lengths_as, targets_dtype, lengths_device="cpu"):
+    """One ctc_loss forward and backward on the device, checked against CPU: (ops, counts)."""
+    torch.manual_seed(0)
+    T, N, C = 30, 3, 6
+    x = torch.randn(T, N, C)
+    target_lengths = torch.tensor([4, 2, 5], dtype=torch.int32)
+    targets = torch.randint(1, C, (int(target_lengths.sum()),), dtype=targets_dtype)
+    input_lengths = torch.full((N,), T, dtype=torch.int32)
+    if lengths_as == "lists":
+        il, tl = input_lengths.tolist(), target_lengths.tolist()
+    else:
+        il, tl = input_lengths.to(lengths_device), target_lengths.to(lengths_device)
+    on_device = x.to(DEVICE).requires_grad_()
+    with harness_sim.count() as c:
+        loss = F.ctc_loss(on_device.log_softmax(2), targets, il, tl, reduction="sum")
+        loss.backward()
+    ref_x = x.clone().requires_grad_()
+    ref = F.ctc_loss(ref_x.log_softmax(2), targets, input_lengths, target_lengths,
+                     reduction="sum")
+    ref.backward()
+    torch.testing.assert_close(loss.detach().cpu(), ref.detach())
+    torch.testing.assert_close(on_device.grad.cpu(), ref_x.grad, atol=1e-5, rtol=1e-4)
+    return dict(c.launches_by_op), c
+
+
+# Beside the loss's own ops: log_softmax forward and backward, the reduction, the backward's seed
+SOFTMAX_AND_SEED = {"aten::_log_softmax": 1, "aten::_log_softmax_backward_data": 1,
+                    "aten::sum": 1, "aten::fill_": 1}
+
+
+@pytest.mark.parametrize("lengths_as", ["lists", "tensors"])
+def test_ctc_loss_of_int32_cpu_targets_is_cudnns_on_cuda(lengths_as):
+    ops, c = ctc_case(lengths_as, torch.int32)
+    if DEVICE != "cuda":  # sim's own device: torch's native kernels, the targets moved over
+        assert ops == {**SOFTMAX_AND_SEED, "aten::_ctc_loss": 1, "aten::_ctc_loss_backward": 1}
+        return
+    # `_cudnn_ctc_loss` gives the loss and its gradient at once; its backward only scales it
+    # (`_cudnn_ctc_loss_backward` in FunctionsManual.cpp: raw_grad * grad_out, one mul)
+    assert ops == {**SOFTMAX_AND_SEED, "aten::_cudnn_ctc_loss": 1, "aten::mul": 1}
+    # lengths as tensors: cuDNN's v8 API reads targets and both lengths on the device: 3 H2D
+    # copies from pageable memory, each one the host waits for
+    h2d = 0 if lengths_as == "lists" else 3
+    assert c.copies["h2d"]["count"] == c.syncs == h2d and c.copies["d2h"]["count"] == 0
+
+
+def test_ctc_loss_with_lengths_on_the_device_reads_them_back_per_sample_to_choose_cudnn():
+    ops, c = ctc_case("tensors", torch.int32, lengths_device=DEVICE)
+    if DEVICE != "cuda":
+        assert "aten::_ctc_loss" in ops
+        return
+    assert ops["aten::_cudnn_ctc_loss"] == 1
+    # _use_cudnn_ctc_loss.Tensor copies the target lengths to the host once, then both lengths
+    # again for each of the 3 samples it checks: 7 blocking D2H copies; and torch's composite
+    # asks it twice (ctc_loss to pick its path, then ctc_loss_impl): 14. Then the CPU targets go
+    # to the device for cuDNN (1 H2D). Each copy is a sync.
+    assert c.copies["d2h"]["count"] == 14 and c.copies["h2d"]["count"] == 1 and c.syncs == 15
+
+
+def test_ctc_loss_of_int64_targets_is_the_native_kernel_on_cuda_too():
+    ops, _ = ctc_case("lists", torch.int64)
+    assert ops == {**SOFTMAX_AND_SEED, "aten::_ctc_loss": 1, "aten::_ctc_loss_backward": 1}

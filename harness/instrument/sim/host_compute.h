@@ -86,6 +86,7 @@ void register_cuda_normalization(c10::DispatchKey backend);
 void register_cuda_rnn(c10::DispatchKey backend);
 void register_cuda_attention(c10::DispatchKey backend);
 void register_cuda_out_dtype(c10::DispatchKey backend);
+void register_cuda_ctc_loss(c10::DispatchKey backend);
 
 inline c10::DispatchKey autograd_key_of(c10::DispatchKey backend) {
   return c10::getAutogradKeyFromBackend(c10::toBackendComponent(backend));

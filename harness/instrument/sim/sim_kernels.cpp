@@ -701,6 +701,7 @@ void register_kernels(c10::DispatchKey backend) {
   register_cuda_rnn(backend);
   register_cuda_attention(backend);
   register_cuda_out_dtype(backend);
+  register_cuda_ctc_loss(backend);
   if (cuda) {
     // The ops below (CUDA kernels beside composites, foreach, structured) all have a CUDA kernel
     // of libtorch_cuda's, overridden by take_over() above; torch's own CUDA-side code
