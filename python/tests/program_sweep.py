@@ -66,6 +66,11 @@ class Program:
 # The Hugging Face releases the pinned environment has (python/requirements-extra.txt), for the
 # frameworks built on them; each framework's other dependencies are what pip resolves.
 HF = ("transformers==5.24.0", "accelerate==1.15.0")
+# torchtune 0.6.1 requires torchao without declaring it; 0.15.0 is the last torchao that still has
+# the names torchtune.training.quantization imports (int4_weight_only, TensorCoreTiledLayout,
+# qat.linear's enable_4w_fake_quant). sentencepiece: the driver trains the tokenizer with it.
+TORCHTUNE = ("torchtune==0.6.1", "torchao==0.15.0", "torchdata==0.11.0", "sentencepiece==0.2.3",
+             "omegaconf==2.3.0", "datasets==5.2.0")
 
 PROGRAMS = (
     Program("timm", "timm", ("timm==1.0.31",),
@@ -121,6 +126,13 @@ PROGRAMS = (
             "`yolo train` (YOLOv8n from its config), AMP", "ultralytics_yolo.py"),
     Program("diffusers-bf16", "diffusers", ("diffusers==0.42.1", "accelerate==1.15.0"),
             "as above, Accelerate bf16", "diffusers_ddpm.py", ("bf16",)),
+    Program("torchtune-full", "torchtune", TORCHTUNE,
+            "`tune run full_finetune_single_device` (a 2-layer llama2 from its builder, random "
+            "weights, a SentencePiece tokenizer, a JSON instruct dataset), bf16",
+            "torchtune_finetune.py", ("full",)),
+    Program("torchtune-lora", "torchtune", TORCHTUNE,
+            "`tune run lora_finetune_single_device` (as above, lora_llama2), bf16",
+            "torchtune_finetune.py", ("lora",)),
 )
 
 
