@@ -106,7 +106,13 @@ void raise_to(std::atomic<int64_t>& peak, int64_t level) noexcept {
 }
 }  // namespace
 
+int64_t held_bytes(int account, int64_t nbytes) noexcept {
+  if (account == kHost || nbytes <= 0) return nbytes;
+  return (nbytes + kDeviceBlockBytes - 1) / kDeviceBlockBytes * kDeviceBlockBytes;
+}
+
 void charge(int account, int64_t nbytes) noexcept {
+  nbytes = held_bytes(account, nbytes);
   Account& a = account_of(account);
   const int64_t level = a.allocated.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
   raise_to(a.peak, level);
@@ -114,7 +120,7 @@ void charge(int account, int64_t nbytes) noexcept {
 }
 
 void discharge(int account, int64_t nbytes) noexcept {
-  account_of(account).allocated.fetch_sub(nbytes, std::memory_order_relaxed);
+  account_of(account).allocated.fetch_sub(held_bytes(account, nbytes), std::memory_order_relaxed);
 }
 
 void* open_block(void* raw, size_t nbytes, int account) noexcept {

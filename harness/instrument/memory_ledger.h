@@ -30,6 +30,14 @@ namespace harness::memory {
 inline constexpr int kHost = -1;        // the host account; 0..kMaxDevices-1 are sim devices
 inline constexpr int kMaxDevices = 64;  // as many as the sim backend allows
 inline constexpr size_t kBlockHeaderBytes = 64;
+// A device account holds what CUDA's caching allocator would give a request: its size rounded up
+// to a multiple of 512 bytes (CUDACachingAllocator.cpp round_size, kMinBlockSize), as
+// torch.cuda.memory_allocated() counts it. Its segments (2 MiB and 20 MiB pools), block splitting
+// and reuse are not modelled: a large request that would get a whole unsplit block is counted at
+// its rounded size, and nothing is counted as reserved.
+inline constexpr int64_t kDeviceBlockBytes = 512;
+// What `account` holds for a request of `nbytes` (the host: nbytes itself).
+int64_t held_bytes(int account, int64_t nbytes) noexcept;
 
 struct Stats {
   int64_t allocated_bytes = 0;  // held now
@@ -54,7 +62,7 @@ void* open_block(void* raw, size_t nbytes, int account) noexcept;
 void* close_block(void* data) noexcept;
 
 // Plain charges, for bytes that are not in a counted block (a sim tensor adopting CPU bytes the
-// counting allocator did not make).
+// counting allocator did not make). `nbytes` is the request; the account holds held_bytes() of it.
 void charge(int account, int64_t nbytes) noexcept;
 void discharge(int account, int64_t nbytes) noexcept;
 

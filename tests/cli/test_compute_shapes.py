@@ -93,7 +93,8 @@ class ComputeShapes(unittest.TestCase):
 
     def test_device_memory_is_the_same_but_for_host_kernels_scratch(self):
         # With values, a CPU kernel's scratch (a reduction's temporaries) is charged to the
-        # device as well; a meta function has none. Never more under shapes, and within 1 %.
+        # device as well; a meta function has none. Never more under shapes, and within 1 % or
+        # four 512-byte blocks (a few bytes of scratch take a whole block, as any request does).
         values, shapes = (_variants(self.runs[m][1]) for m in ("values", "shapes"))
         for key, computed in values.items():
             if key in PLACEHOLDER_CHANGES or computed["status"] != "ok":
@@ -101,7 +102,7 @@ class ComputeShapes(unittest.TestCase):
             peak_values = computed["total"]["memory.peak_bytes"]
             peak_shapes = shapes[key]["total"]["memory.peak_bytes"]
             self.assertLessEqual(peak_shapes, peak_values, key)
-            self.assertGreaterEqual(peak_shapes, 0.99 * peak_values, key)
+            self.assertGreaterEqual(peak_shapes, min(0.99 * peak_values, peak_values - 2048), key)
 
     def test_a_placeholder_that_changes_a_variant_is_named(self):
         proc, report = self.runs["shapes"]

@@ -159,9 +159,10 @@ class ShardedSetupRanks(unittest.TestCase):
             peak = lambda name: phase_metric(v[name], "setup", "memory.peak_bytes")
             self.assertGreaterEqual(peak("rank%d/full_then_shard" % r), p)  # all of it at once
             self.assertLess(peak("rank%d/meta_init" % r), peak("rank%d/full_then_shard" % r))
-            # Each rank ends its set-up holding its shards: about P / world.
+            # Each rank ends its set-up holding its shards: about P / world, each of the 5
+            # units' shards in whole 512-byte blocks (as CUDA's caching allocator gives them).
             held = phase_metric(v["rank%d/meta_init" % r], "setup", "memory.allocated_bytes")
-            self.assertLess(abs(held - p / nproc), 0.05 * p)
+            self.assertLess(abs(held - p / nproc), 0.05 * p + 5 * 512)
         for name in ("full_then_shard", "meta_init", "rank0_broadcast"):
             self.assertTrue(v[name]["correctness"]["passed"], v[name]["correctness"])
             # Training steps cost the same after every set-up.

@@ -40,14 +40,36 @@ TEST_F(Memory, AnNByteSimTensorRaisesAllocatedBytesByNAndFreeingLowersThem) {
   const int64_t before = device_level();
   const int64_t other = device_level(1);
   {
-    at::Tensor t = sim_floats(1000);
-    EXPECT_EQ(device_level(), before + 4000);
-    EXPECT_GE(sim::memory_stats(0).peak_bytes, before + 4000);
+    at::Tensor t = sim_floats(1024);
+    EXPECT_EQ(device_level(), before + 4096);
+    EXPECT_GE(sim::memory_stats(0).peak_bytes, before + 4096);
     EXPECT_EQ(device_level(1), other);  // each device has its own account
   }
   EXPECT_EQ(device_level(), before);
   sim::reset_peak(0);
   EXPECT_EQ(sim::memory_stats(0).peak_bytes, before);
+}
+
+// CUDA's caching allocator gives a request a block of its size rounded up to 512 bytes, and
+// torch.cuda.memory_allocated() counts the block: so does a device account. The host's does not.
+TEST_F(Memory, ADeviceAccountHoldsARequestRoundedUpTo512BytesAsCudasCachingAllocatorDoes) {
+  const int64_t before = device_level();
+  {
+    at::Tensor one = sim_floats(1);  // 4 bytes
+    EXPECT_EQ(device_level(), before + 512);
+    at::Tensor just_over = sim_floats(129);  // 516 bytes
+    EXPECT_EQ(device_level(), before + 512 + 1024);
+    at::Tensor empty = sim_floats(0);  // no block at all
+    EXPECT_EQ(device_level(), before + 512 + 1024);
+    const int64_t host = host_level();
+    at::Tensor cpu = at::empty({1});
+    EXPECT_EQ(host_level(), host + 4);
+  }
+  EXPECT_EQ(device_level(), before);
+  EXPECT_EQ(memory::held_bytes(0, 0), 0);
+  EXPECT_EQ(memory::held_bytes(0, 512), 512);
+  EXPECT_EQ(memory::held_bytes(0, 513), 1024);
+  EXPECT_EQ(memory::held_bytes(memory::kHost, 513), 513);
 }
 
 TEST_F(Memory, OutputOfACpuKernelOnASimTensorIsDeviceMemoryNotHostMemory) {
@@ -72,7 +94,7 @@ TEST_F(Memory, OutArgumentGrownByTheKernelIsDeviceMemory) {
   const int64_t host = host_level();
   memory::reset_peak(memory::kHost);
   at::add_out(out, a, a);
-  EXPECT_EQ(device_level(), device + 24);
+  EXPECT_EQ(device_level(), device + 512);  // 24 bytes: one 512-byte block
   EXPECT_EQ(host_peak(), host);
   out = at::Tensor();
   EXPECT_EQ(device_level(), device);
@@ -82,8 +104,8 @@ TEST_F(Memory, ResizeCountsOnTheTensorsOwnDevice) {
   at::Tensor t = sim_floats(0, 1);
   const int64_t zero = device_level(0);
   const int64_t one = device_level(1);
-  t.resize_({100});  // the current device is sim:0
-  EXPECT_EQ(device_level(1), one + 400);
+  t.resize_({128});  // the current device is sim:0
+  EXPECT_EQ(device_level(1), one + 512);
   EXPECT_EQ(device_level(0), zero);
   EXPECT_EQ(t.storage().data_ptr().device(), sim::device(1));
 }
@@ -110,7 +132,7 @@ TEST_F(Memory, ChargeToDeviceMovesAHostBlockOnce) {
   ASSERT_TRUE(memory::charge_to_device(cpu.storage().data_ptr(), 3));
   ASSERT_TRUE(memory::charge_to_device(cpu.storage().data_ptr(), 3));  // already the device's
   EXPECT_EQ(host_level(), host - 256);
-  EXPECT_EQ(device_level(3), device + 256);
+  EXPECT_EQ(device_level(3), device + 512);  // the device holds it as a 512-byte block
   cpu = at::Tensor();
   EXPECT_EQ(device_level(3), device);
   EXPECT_EQ(host_level(), host - 256);
@@ -121,16 +143,16 @@ TEST_F(Memory, APhasePeakIsAboveItsEndLevelWhenItFreesATemporary) {
   const int64_t level = device_level();
   const Counts c = measure([&] {
     Phase phase("work");
-    keep = sim_floats(100);
-    at::Tensor temporary = sim_floats(1000);
+    keep = sim_floats(128);
+    at::Tensor temporary = sim_floats(1024);
   });
   const MemoryTally& work = c.phases.at("work").memory.device;
-  EXPECT_EQ(work.peak, level + 400 + 4000);
-  EXPECT_EQ(work.allocated, level + 400);
-  EXPECT_EQ(c.memory.device.peak, level + 4400);  // the window
-  EXPECT_EQ(c.memory.device.allocated, level + 400);
-  EXPECT_EQ(c.total().memory.device.peak, level + 4400);
-  EXPECT_EQ(c.total().memory.device.allocated, level + 400);
+  EXPECT_EQ(work.peak, level + 512 + 4096);
+  EXPECT_EQ(work.allocated, level + 512);
+  EXPECT_EQ(c.memory.device.peak, level + 4608);  // the window
+  EXPECT_EQ(c.memory.device.allocated, level + 512);
+  EXPECT_EQ(c.total().memory.device.peak, level + 4608);
+  EXPECT_EQ(c.total().memory.device.allocated, level + 512);
 }
 
 TEST_F(Memory, NestedPhasesPeakInsideTheirParentAndAQuietPhasePeaksAtTheLevel) {
@@ -138,23 +160,23 @@ TEST_F(Memory, NestedPhasesPeakInsideTheirParentAndAQuietPhasePeaksAtTheLevel) {
   const int64_t level = device_level();
   const Counts c = measure([&] {
     Phase outer("outer");
-    keep = sim_floats(100);
+    keep = sim_floats(128);
     {
       Phase inner("inner");
-      at::Tensor temporary = sim_floats(1000);
+      at::Tensor temporary = sim_floats(1024);
     }
     { Phase quiet("quiet"); }
-    at::Tensor small = sim_floats(200);
+    at::Tensor small = sim_floats(256);
   });
   const MemoryTally& outer = c.phases.at("outer").memory.device;
   const MemoryTally& inner = c.phases.at("inner").memory.device;
   const MemoryTally& quiet = c.phases.at("quiet").memory.device;
-  EXPECT_EQ(inner.peak, level + 4400);
-  EXPECT_EQ(inner.allocated, level + 400);
-  EXPECT_EQ(outer.peak, level + 4400);  // the inner phase's peak is the outer's too
-  EXPECT_EQ(outer.allocated, level + 400);
-  EXPECT_EQ(quiet.peak, level + 400);  // what was allocated when it began
-  EXPECT_EQ(quiet.allocated, level + 400);
+  EXPECT_EQ(inner.peak, level + 4608);
+  EXPECT_EQ(inner.allocated, level + 512);
+  EXPECT_EQ(outer.peak, level + 4608);  // the inner phase's peak is the outer's too
+  EXPECT_EQ(outer.allocated, level + 512);
+  EXPECT_EQ(quiet.peak, level + 512);  // what was allocated when it began
+  EXPECT_EQ(quiet.allocated, level + 512);
 }
 
 TEST_F(Memory, APhaseKeepsItsLargestPeakAndItsLastEndLevel) {
@@ -163,15 +185,15 @@ TEST_F(Memory, APhaseKeepsItsLargestPeakAndItsLastEndLevel) {
   const Counts c = measure([&] {
     {
       Phase step("step");
-      at::Tensor big = sim_floats(1000);
+      at::Tensor big = sim_floats(1024);
     }
     {
       Phase step("step");
-      keep = sim_floats(10);
+      keep = sim_floats(16);
     }
   });
-  EXPECT_EQ(c.phases.at("step").memory.device.peak, level + 4000);
-  EXPECT_EQ(c.phases.at("step").memory.device.allocated, level + 40);
+  EXPECT_EQ(c.phases.at("step").memory.device.peak, level + 4096);
+  EXPECT_EQ(c.phases.at("step").memory.device.allocated, level + 512);
 }
 
 TEST_F(Memory, HostMemoryByPhase) {
