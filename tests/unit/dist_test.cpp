@@ -6,7 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <ATen/ops/arange.h>
+#include <ATen/ops/equal.h>
+#include <ATen/ops/full.h>
 #include <ATen/ops/ones.h>
+#include <ATen/ops/tensor.h>
 #include <ATen/ops/zeros.h>
 #include <torch/csrc/distributed/c10d/FileStore.hpp>
 #include <torch/csrc/jit/serialization/pickle.h>
@@ -164,6 +168,68 @@ TEST(CollectiveCounting, WaitsOnDeviceTensorsAreDeviceSideBarriersAndHostTensors
            "sync sites");
     const auto results = future->value().toTensorVector();
     expect(results.size() == 1 && results[0].is_same(on_sim), "the future holds the sim tensor");
+  }));
+}
+
+// What NCCL runs and Gloo cannot, on two ranks: PREMUL_SUM (torch's FSDP2 with a gradient divide
+// factor) is Gloo's sum scaled by the factor; coalesced calls and all_to_all run, each tensor of a
+// coalesced call counted as one collective with its bytes, one wait for the call.
+TEST(CollectiveCounting, PremulSumAndCoalescedCallsRunAsNcclWouldAndCountEachTensor) {
+  TempDir tmp;
+  ASSERT_TRUE(run_in_processes(2, [&](int rank) {
+    sim::initialize();
+    auto store = c10::make_intrusive<c10d::FileStore>(tmp.path + "/store", 2);
+    auto backend = c10::make_intrusive<CountingBackend>(
+        make_gloo_backend(store, rank, 2, std::chrono::seconds(30)));
+    auto expect = [](bool ok, const std::string& what) {
+      if (!ok) throw std::runtime_error(what);
+    };
+    const auto on_sim = at::TensorOptions().device(sim::device(0));
+    const auto values = [&](int64_t n, double first) {  // rank r: first + r, first + r + 1, ...
+      return (at::arange(n, at::kFloat) + first + rank).to(sim::device(0));
+    };
+    EventCollector collector;
+    {
+      ScopedCollection on(collector);
+      // all_reduce with PREMUL_SUM(0.5): (x0 + x1) / 2, as NCCL gives it
+      std::vector<at::Tensor> x{values(4, 1.0)};
+      c10d::AllreduceOptions premul;
+      premul.reduceOp = c10d::makeNCCLPreMulSum(0.5);
+      backend->allreduce(x, premul)->wait();
+      expect(at::equal(x[0].cpu(), at::arange(4, at::kFloat) + 1.5), "premul all_reduce");
+      // _reduce_scatter_base with a factor tensor on the device
+      at::Tensor in = values(4, 0.0), out = at::zeros({2}, on_sim);
+      c10d::ReduceScatterOptions scaled;
+      scaled.reduceOp = c10d::makeNCCLPreMulSum(at::full({1}, 0.25).to(sim::device(0)));
+      backend->_reduce_scatter_base(out, in, scaled)->wait();
+      const at::Tensor summed = (at::arange(4, at::kFloat) * 2 + 1).slice(0, 2 * rank, 2 * rank + 2);
+      expect(at::equal(out.cpu(), summed * 0.25), "premul reduce_scatter");
+      // reduce_scatter_tensor_coalesced of two tensors (DTensor's redistribution takes this)
+      std::vector<at::Tensor> ins{values(4, 0.0), values(2, 10.0)};
+      std::vector<at::Tensor> outs{at::zeros({2}, on_sim), at::zeros({1}, on_sim)};
+      backend->reduce_scatter_tensor_coalesced(outs, ins, c10d::ReduceScatterOptions())->wait();
+      expect(at::equal(outs[1].cpu(), at::full({1}, rank == 0 ? 21.0f : 23.0f)), "coalesced");
+      // allgather_into_tensor_coalesced and alltoall_base
+      std::vector<at::Tensor> gathered{at::zeros({4}, on_sim)}, mine{values(2, 0.0)};
+      backend->allgather_into_tensor_coalesced(gathered, mine, c10d::AllgatherOptions())->wait();
+      expect(at::equal(gathered[0].cpu(), at::tensor({0.0f, 1.0f, 1.0f, 2.0f})), "gathered");
+      at::Tensor to_all = values(2, 0.0), from_all = at::zeros({2}, on_sim);
+      std::vector<int64_t> splits;
+      backend->alltoall_base(from_all, to_all, splits, splits, c10d::AllToAllOptions())->wait();
+      expect(at::equal(from_all.cpu(), at::tensor({0.0f + rank, 1.0f + rank})), "all_to_all");
+    }
+    const PhaseCounts c = collector.snapshot().total();
+    const auto tally = [&](const std::string& op) {
+      const auto it = c.collectives.find(op);
+      return it == c.collectives.end() ? std::make_pair(int64_t{0}, int64_t{0})
+                                       : std::make_pair(it->second.count, it->second.bytes);
+    };
+    expect(tally("all_reduce") == std::make_pair(int64_t{1}, int64_t{16}), "all_reduce tally");
+    expect(tally("reduce_scatter") == std::make_pair(int64_t{3}, int64_t{16 + 16 + 8}),
+           "reduce_scatter: the base call and the two tensors of the coalesced one");
+    expect(tally("all_gather") == std::make_pair(int64_t{1}, int64_t{8}), "all_gather tally");
+    expect(tally("all_to_all") == std::make_pair(int64_t{1}, int64_t{8}), "all_to_all tally");
+    expect(c.collective_waits == 5, "one wait per call: " + std::to_string(c.collective_waits));
   }));
 }
 

@@ -317,6 +317,80 @@ c10::intrusive_ptr<c10d::Work> counted(c10::intrusive_ptr<c10d::Work> work, cons
                                           std::move(results), std::move(finish), std::move(trace));
 }
 
+// A coalesced call (one work for several tensors, as NCCL runs them in one group): one collective
+// of `op` per tensor, each with its bytes, and one wait.
+c10::intrusive_ptr<c10d::Work> counted_each(c10::intrusive_ptr<c10d::Work> work, const char* op,
+                                            const std::vector<int64_t>& bytes_each, WaitKind kind,
+                                            std::vector<at::Tensor> keep_alive,
+                                            std::vector<at::Tensor> results,
+                                            std::optional<CollectiveTrace> trace,
+                                            std::function<void()> finish = nullptr) {
+  for (const int64_t bytes : bytes_each) events::record_collective(op, bytes);
+  return c10::make_intrusive<CountedWork>(std::move(work), op, kind, std::move(keep_alive),
+                                          std::move(results), std::move(finish), std::move(trace));
+}
+
+std::vector<int64_t> bytes_of_each(const std::vector<at::Tensor>& tensors) {
+  std::vector<int64_t> out;
+  out.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) out.push_back(static_cast<int64_t>(t.nbytes()));
+  return out;
+}
+
+int64_t sum(const std::vector<int64_t>& v) {
+  int64_t total = 0;
+  for (const int64_t x : v) total += x;
+  return total;
+}
+
+// What the inner backend is asked for a reduction that NCCL runs in one kernel and Gloo cannot,
+// and what is done to the results once it is done (whoever sees the completion first):
+//   - ReduceOp.AVG of integers: NCCL sums and divides, truncating; Gloo's AVG divides by a float
+//     and fails ("result type Float can't be cast to ... Long"). Lightning reduces its integer
+//     batch sizes this way for sync_dist=True on any backend not named "gloo". Gloo sums; the
+//     results are divided by the ranks.
+//   - ReduceOp.PREMUL_SUM (`dist._make_nccl_premul_sum(factor)`: torch's FSDP2 with a gradient
+//     divide factor, as torchtitan sets one): NCCL multiplies by the factor as it sums; Gloo
+//     refuses it. Gloo sums; the results are multiplied by the factor.
+// Under Compute::kShapes (nothing moves) nothing is done to them.
+struct InnerReduce {
+  c10d::ReduceOp op;
+  std::function<void()> finish;
+};
+
+InnerReduce reduce_for_inner(const c10d::ReduceOp& op, std::vector<at::Tensor> results,
+                             int ranks, bool nothing_moves) {
+  if (nothing_moves) return {op, nullptr};
+  const bool integral = std::any_of(results.begin(), results.end(), [](const at::Tensor& t) {
+    return at::isIntegralType(t.scalar_type(), /*includeBool=*/true);
+  });
+  if (op == c10d::ReduceOp::AVG && integral) {
+    return {c10d::ReduceOp(c10d::ReduceOp::SUM), [results, ranks]() mutable {
+              for (at::Tensor& t : results) t.div_(ranks, "trunc");
+            }};
+  }
+  if (op == c10d::ReduceOp::PREMUL_SUM) {
+    const auto* supplement =
+        dynamic_cast<const c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+    TORCH_CHECK(supplement != nullptr, "ReduceOp.PREMUL_SUM without its factor");
+    // A factor tensor on the device is read where it lies, as NCCL's kernel reads it: no copy.
+    const at::Tensor tensor_factor = supplement->tensor_factor.defined()
+                                         ? for_inner(supplement->tensor_factor)
+                                         : at::Tensor();
+    const double double_factor = supplement->double_factor;
+    return {c10d::ReduceOp(c10d::ReduceOp::SUM), [results, tensor_factor, double_factor]() mutable {
+              for (at::Tensor& t : results) {
+                if (tensor_factor.defined()) {
+                  t.mul_(tensor_factor);
+                } else {
+                  t.mul_(double_factor);
+                }
+              }
+            }};
+  }
+  return {op, nullptr};
+}
+
 }  // namespace
 
 CountingBackend::CountingBackend(c10::intrusive_ptr<c10d::Backend> inner)
@@ -341,21 +415,11 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::allreduce(std::vector<at::Tensor
                                                           const c10d::AllreduceOptions& opts) {
   const int64_t begin = events::begin_time();
   std::vector<at::Tensor> inner = for_inner(tensors);
-  // ReduceOp.AVG of integers, as NCCL does it: the sum divided by the ranks, truncated (Gloo's
-  // AVG divides by a float and fails: "result type Float can't be cast to ... Long"). Lightning
-  // reduces its integer batch sizes this way for sync_dist=True on any backend not named "gloo".
-  c10d::AllreduceOptions inner_opts = opts;
-  std::function<void()> finish;
-  const bool integral = std::any_of(tensors.begin(), tensors.end(), [](const at::Tensor& t) {
-    return at::isIntegralType(t.scalar_type(), /*includeBool=*/true);
-  });
   const bool nothing = moves_nothing(tensors);
-  if (opts.reduceOp == c10d::ReduceOp::AVG && integral && !nothing) {
-    inner_opts.reduceOp = c10d::ReduceOp(c10d::ReduceOp::SUM);
-    finish = [inner, ranks = getSize()]() mutable {
-      for (at::Tensor& t : inner) t.div_(ranks, "trunc");
-    };
-  }
+  InnerReduce reduce = reduce_for_inner(opts.reduceOp, inner, getSize(), nothing);
+  c10d::AllreduceOptions inner_opts = opts;
+  inner_opts.reduceOp = reduce.op;
+  std::function<void()> finish = std::move(reduce.finish);
   auto work = nothing ? nothing_moved() : inner_->allreduce(inner, inner_opts);
   const int64_t bytes = payload_bytes(tensors);
   const WaitKind kind = wait_kind_of(tensors);
@@ -402,12 +466,165 @@ c10::intrusive_ptr<c10d::Work> CountingBackend::_reduce_scatter_base(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
   const int64_t begin = events::begin_time();
   std::vector<at::Tensor> inner = for_inner(std::vector<at::Tensor>{output, input});
-  auto work = moves_nothing({input}) ? nothing_moved()
-                                     : inner_->_reduce_scatter_base(inner[0], inner[1], opts);
+  const bool nothing = moves_nothing({input});
+  InnerReduce reduce = reduce_for_inner(opts.reduceOp, {inner[0]}, getSize(), nothing);
+  c10d::ReduceScatterOptions inner_opts = opts;
+  inner_opts.reduceOp = reduce.op;
+  auto work = nothing ? nothing_moved() : inner_->_reduce_scatter_base(inner[0], inner[1], inner_opts);
   const int64_t bytes = static_cast<int64_t>(input.nbytes());
   const WaitKind kind = wait_kind_of({input});
   return counted(std::move(work), "reduce_scatter", bytes, kind, std::move(inner), {output},
-                 trace_of(*this, "reduce_scatter", bytes, {input}, {output}, kind, begin));
+                 trace_of(*this, "reduce_scatter", bytes, {input}, {output}, kind, begin),
+                 std::move(reduce.finish));
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
+  const int64_t begin = events::begin_time();
+  std::vector<at::Tensor> inner = for_inner(tensors);
+  const bool nothing = moves_nothing(tensors);
+  InnerReduce reduce = reduce_for_inner(opts.reduceOp, inner, getSize(), nothing);
+  c10d::AllreduceCoalescedOptions inner_opts = opts;
+  inner_opts.reduceOp = reduce.op;
+  auto work = nothing ? nothing_moved() : inner_->allreduce_coalesced(inner, inner_opts);
+  const std::vector<int64_t> bytes = bytes_of_each(tensors);
+  const WaitKind kind = wait_kind_of(tensors);
+  return counted_each(std::move(work), "all_reduce", bytes, kind, std::move(inner), tensors,
+                      trace_of(*this, "all_reduce", sum(bytes), tensors, tensors, kind, begin),
+                      std::move(reduce.finish));
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::AllgatherOptions& opts) {
+  const int64_t begin = events::begin_time();
+  std::vector<at::Tensor> inner_out = for_inner(outputs), inner_in = for_inner(inputs);
+  auto work = moves_nothing(inputs)
+                  ? nothing_moved()
+                  : inner_->allgather_into_tensor_coalesced(inner_out, inner_in, opts);
+  std::vector<at::Tensor> keep_alive = inner_out;
+  keep_alive.insert(keep_alive.end(), inner_in.begin(), inner_in.end());
+  const std::vector<int64_t> bytes = bytes_of_each(inputs);
+  const WaitKind kind = wait_kind_of(inputs);
+  return counted_each(std::move(work), "all_gather", bytes, kind, std::move(keep_alive), outputs,
+                      trace_of(*this, "all_gather", sum(bytes), inputs, outputs, kind, begin));
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const int64_t begin = events::begin_time();
+  std::vector<at::Tensor> inner_out = for_inner(outputs), inner_in = for_inner(inputs);
+  const bool nothing = moves_nothing(inputs);
+  InnerReduce reduce = reduce_for_inner(opts.reduceOp, inner_out, getSize(), nothing);
+  c10d::ReduceScatterOptions inner_opts = opts;
+  inner_opts.reduceOp = reduce.op;
+  auto work = nothing ? nothing_moved()
+                      : inner_->reduce_scatter_tensor_coalesced(inner_out, inner_in, inner_opts);
+  std::vector<at::Tensor> keep_alive = inner_out;
+  keep_alive.insert(keep_alive.end(), inner_in.begin(), inner_in.end());
+  const std::vector<int64_t> bytes = bytes_of_each(inputs);
+  const WaitKind kind = wait_kind_of(inputs);
+  return counted_each(std::move(work), "reduce_scatter", bytes, kind, std::move(keep_alive),
+                      outputs,
+                      trace_of(*this, "reduce_scatter", sum(bytes), inputs, outputs, kind, begin),
+                      std::move(reduce.finish));
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ReduceScatterOptions& opts) {
+  const int64_t begin = events::begin_time();
+  std::vector<at::Tensor> inner_out = for_inner(outputs);
+  std::vector<std::vector<at::Tensor>> inner_in;
+  std::vector<at::Tensor> keep_alive = inner_out, all_inputs;
+  std::vector<int64_t> bytes;  // each output's collective moves its whole input list
+  for (const auto& list : inputs) {
+    inner_in.push_back(for_inner(list));
+    keep_alive.insert(keep_alive.end(), inner_in.back().begin(), inner_in.back().end());
+    all_inputs.insert(all_inputs.end(), list.begin(), list.end());
+    bytes.push_back(payload_bytes(list));
+  }
+  const bool nothing = moves_nothing(all_inputs);
+  InnerReduce reduce = reduce_for_inner(opts.reduceOp, inner_out, getSize(), nothing);
+  c10d::ReduceScatterOptions inner_opts = opts;
+  inner_opts.reduceOp = reduce.op;
+  auto work = nothing ? nothing_moved() : inner_->reduce_scatter(inner_out, inner_in, inner_opts);
+  const WaitKind kind = wait_kind_of(all_inputs);
+  return counted_each(
+      std::move(work), "reduce_scatter", bytes, kind, std::move(keep_alive), outputs,
+      trace_of(*this, "reduce_scatter", sum(bytes), all_inputs, outputs, kind, begin),
+      std::move(reduce.finish));
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
+    std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
+  const int64_t begin = events::begin_time();
+  std::vector<at::Tensor> inner = for_inner(std::vector<at::Tensor>{output, input});
+  auto work = moves_nothing({input}) ? nothing_moved()
+                                     : inner_->alltoall_base(inner[0], inner[1], output_split_sizes,
+                                                             input_split_sizes, opts);
+  const int64_t bytes = static_cast<int64_t>(input.nbytes());
+  const WaitKind kind = wait_kind_of({input});
+  return counted(std::move(work), "all_to_all", bytes, kind, std::move(inner), {output},
+                 trace_of(*this, "all_to_all", bytes, {input}, {output}, kind, begin));
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::reduce(std::vector<at::Tensor>& tensors,
+                                                       const c10d::ReduceOptions& opts) {
+  const int64_t begin = events::begin_time();
+  std::vector<at::Tensor> inner = for_inner(tensors);
+  const bool nothing = moves_nothing(tensors);
+  // Only the root's tensors hold the result; the others' are left as they were.
+  InnerReduce reduce = reduce_for_inner(opts.reduceOp, inner, getSize(),
+                                        nothing || getRank() != opts.rootRank);
+  c10d::ReduceOptions inner_opts = opts;
+  inner_opts.reduceOp = reduce.op;
+  auto work = nothing ? nothing_moved() : inner_->reduce(inner, inner_opts);
+  const int64_t bytes = payload_bytes(tensors);
+  const WaitKind kind = wait_kind_of(tensors);
+  return counted(std::move(work), "reduce", bytes, kind, std::move(inner), tensors,
+                 trace_of(*this, "reduce", bytes, tensors, tensors, kind, begin),
+                 std::move(reduce.finish));
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const c10d::GatherOptions& opts) {
+  const int64_t begin = events::begin_time();
+  std::vector<at::Tensor> inner_in = for_inner(inputs);
+  std::vector<std::vector<at::Tensor>> inner_out;  // empty except on the root
+  std::vector<at::Tensor> keep_alive = inner_in, results;
+  for (const auto& list : outputs) {
+    inner_out.push_back(for_inner(list));
+    keep_alive.insert(keep_alive.end(), inner_out.back().begin(), inner_out.back().end());
+    results.insert(results.end(), list.begin(), list.end());
+  }
+  auto work = moves_nothing(inputs) ? nothing_moved() : inner_->gather(inner_out, inner_in, opts);
+  const int64_t bytes = payload_bytes(inputs);
+  const WaitKind kind = wait_kind_of(inputs);
+  auto trace = trace_of(*this, "gather", bytes, inputs, results, kind, begin);
+  return counted(std::move(work), "gather", bytes, kind, std::move(keep_alive),
+                 std::move(results), std::move(trace));
+}
+
+c10::intrusive_ptr<c10d::Work> CountingBackend::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const c10d::ScatterOptions& opts) {
+  const int64_t begin = events::begin_time();
+  std::vector<at::Tensor> inner_out = for_inner(outputs);
+  std::vector<std::vector<at::Tensor>> inner_in;  // empty except on the root
+  std::vector<at::Tensor> keep_alive = inner_out;
+  for (const auto& list : inputs) {
+    inner_in.push_back(for_inner(list));
+    keep_alive.insert(keep_alive.end(), inner_in.back().begin(), inner_in.back().end());
+  }
+  auto work = moves_nothing(outputs) ? nothing_moved() : inner_->scatter(inner_out, inner_in, opts);
+  const int64_t bytes = payload_bytes(outputs);  // what each rank receives
+  const WaitKind kind = wait_kind_of(outputs);
+  return counted(std::move(work), "scatter", bytes, kind, std::move(keep_alive), outputs,
+                 trace_of(*this, "scatter", bytes, outputs, outputs, kind, begin));
 }
 
 c10::intrusive_ptr<c10d::Work> CountingBackend::barrier(const c10d::BarrierOptions& opts) {

@@ -1,7 +1,8 @@
 #pragma once
 // CountingBackend: a thin c10d backend in front of another (Gloo here) that makes collectives
 // countable. Each collective is recorded when issued ("collective.<name>", payload bytes of this
-// rank's tensors). Waiting for it is counted as a GPU has it: on device tensors a device-side
+// rank's tensors; a coalesced call is one per tensor). Reductions NCCL runs and Gloo cannot (an
+// integer AVG, PREMUL_SUM) are summed by Gloo and finished here. Waiting for it is counted as a GPU has it: on device tensors a device-side
 // collective wait (NCCL's work.wait() makes the stream wait; not a host sync), on CPU tensors a
 // host sync (Gloo blocks the caller); barrier() is a host sync. Its Work has a future holding
 // the caller's tensors (DDP's reducer and communication hooks wait on it).
@@ -32,6 +33,30 @@ class CountingBackend final : public c10d::Backend {
                                                  const c10d::AllgatherOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> _reduce_scatter_base(
       at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) override;
+  // Coalesced calls (one work for several tensors): one collective per tensor, one wait.
+  c10::intrusive_ptr<c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::AllgatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce_scatter(std::vector<at::Tensor>& outputs,
+                                                std::vector<std::vector<at::Tensor>>& inputs,
+                                                const c10d::ReduceScatterOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> alltoall_base(at::Tensor& output, at::Tensor& input,
+                                               std::vector<int64_t>& output_split_sizes,
+                                               std::vector<int64_t>& input_split_sizes,
+                                               const c10d::AllToAllOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> reduce(std::vector<at::Tensor>& tensors,
+                                        const c10d::ReduceOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> gather(std::vector<std::vector<at::Tensor>>& outputs,
+                                        std::vector<at::Tensor>& inputs,
+                                        const c10d::GatherOptions& opts) override;
+  c10::intrusive_ptr<c10d::Work> scatter(std::vector<at::Tensor>& outputs,
+                                         std::vector<std::vector<at::Tensor>>& inputs,
+                                         const c10d::ScatterOptions& opts) override;
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
