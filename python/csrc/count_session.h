@@ -26,7 +26,8 @@ namespace harness::python {
 // the innermost frame outside torch, Lightning and harness_sim, and the library frame it called.
 // install_python_sites() makes that the process's resolver (at import of harness_sim).
 void install_python_sites();
-// The ContextVar harness_sim.allow_sync sets (see _counting.py): a str inside an allowed region.
+// The ContextVar harness_sim.allow_sync sets (see _device/counting.py): a str inside an allowed
+// region.
 void set_allowed_var(_object* var);  // a PyObject*
 // How sites name files: relative to `root` (the program's root; "": as they are), else from the
 // package on for a file under one of `package_dirs` (site-packages and the like).

@@ -364,7 +364,7 @@ PYBIND11_MODULE(_C, m) {
   m.def("enter_phase", &enter_phase);
   m.def("exit_phase", &exit_phase);
 
-  // Compiled code (harness_sim._compile): a kernel inductor generated is one launch, from
+  // Compiled code (harness_sim._device.compile): a kernel inductor generated is one launch, from
   // `begin_ns` (begin_time(): 0 when nothing counts) to now; graph breaks, recompilations and
   // capture blockers are events with the line dynamo names.
   m.def("begin_time", &events::begin_time);

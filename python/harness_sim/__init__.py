@@ -14,7 +14,15 @@ them, by phase, exactly and deterministically, on a machine without a GPU::
     print(c.syncs, c.sync_sites)     # 1 sync: aten::_local_scalar_dense (item) in train.forward
     c.report("python.json")          # a schema-v1 report: `bench compare` and gates read it
 
-See README.md, "From Python".
+See README.md, "From Python". The package is grouped by concept into layers, lowest first; a
+module imports only its own layer and those below it (tests/layering/check_layers.py checks it):
+
+    _C, _version, _after_import  base: the C++ extension, the torch release check, an import hook
+    _device/       the sim device in torch, and the instrument's Python side (count, phase, reports)
+    _cuda/         what ``run --as-cuda`` makes of CUDA
+    _frameworks/   Lightning, DeepSpeed and pytest on sim (the public lightning, deepspeed, pytest)
+    _run/          the ``python -m harness_sim run`` command
+    top            this module, __main__, and the public modules lightning, deepspeed and pytest
 """
 from __future__ import annotations
 
@@ -34,25 +42,21 @@ from ._version import check_torch as _check_torch
 _check_torch()
 
 from . import _C  # noqa: E402  (after the version check: a mismatched build must not load)
-from ._counting import (  # noqa: E402
+from ._device.counting import (  # noqa: E402
     CopySite, Counts, SyncSite, allow_sync, count, phase, write_report)
-from ._device import device_module as _device_module  # noqa: E402
+# Where sim is to serve CUDA itself (run --as-cuda with HARNESS_SIM_AS_CUDA=device, issue 50),
+# PrivateUse1 stays unnamed: a named one would be torch's accelerator, not CUDA.
+from ._device.mode import (  # noqa: E402
+    BACKEND_NAME, DEVICE_COUNT, SERVES_CUDA as _SERVES_CUDA, device)
+from ._device.module import device_module as _device_module  # noqa: E402
 
 __all__ = ["count", "phase", "allow_sync", "Counts", "SyncSite", "CopySite", "write_report", "device",
            "device_count", "synchronize", "memory_allocated", "max_memory_allocated", "reset_peak_memory_stats",
            "register_distributed_backend", "BACKEND_NAME"]
 __version__ = _C.HARNESS_VERSION
 
-BACKEND_NAME = "sim"
-DEVICE_COUNT = 8
-
-# Where sim is to serve CUDA itself (run --as-cuda with HARNESS_SIM_AS_CUDA=device, issue 50),
-# PrivateUse1 stays unnamed: a named one would be torch's accelerator, not CUDA.
-from ._device import SERVES_CUDA as _SERVES_CUDA  # noqa: E402
-
 _C.initialize(DEVICE_COUNT, not _SERVES_CUDA)  # names PrivateUse1 "sim" in c10, as rename_privateuse1_backend does
-from . import _sites  # noqa: E402
-from . import _shapes  # noqa: E402
+from ._device import shapes as _shapes, sites as _sites  # noqa: E402
 
 _shapes.install()  # under --compute shapes: device tensors print their shape (docs/full-size.md)
 
@@ -71,25 +75,18 @@ memory_allocated = _device_module.memory_allocated
 max_memory_allocated = _device_module.max_memory_allocated
 reset_peak_memory_stats = _device_module.reset_peak_memory_stats
 
-
-def device(index: int = 0) -> torch.device:
-    """Sim's device `index`: ``torch.device("sim", index)``, or ``torch.device("cuda", index)``
-    where sim serves CUDA (HARNESS_SIM_AS_CUDA=device, run --as-cuda)."""
-    return torch.device("cuda" if _SERVES_CUDA else BACKEND_NAME, index)
-
-
-from ._distributed import register_distributed_backend  # noqa: E402
+from ._device.distributed import register_distributed_backend  # noqa: E402
 
 register_distributed_backend()
 
-from ._lightning_run import install_import_hook as _install_lightning_hook  # noqa: E402
+from ._frameworks.lightning_run import install_import_hook as _install_lightning_hook  # noqa: E402
 
 _install_lightning_hook()  # Trainer(accelerator="sim") once Lightning is imported
 
-from ._deepspeed_run import install_import_hook as _install_deepspeed_hook  # noqa: E402
+from ._frameworks.deepspeed_run import install_import_hook as _install_deepspeed_hook  # noqa: E402
 
 _install_deepspeed_hook()  # sim as DeepSpeed's accelerator under run or with DS_ACCELERATOR=sim
 
-from . import _compile  # noqa: E402
+from ._device import compile as _compile  # noqa: E402
 
 _compile.install()  # torch.compile on sim, once torch's compiler is imported

@@ -17,7 +17,7 @@ from harness_sim._version import BUILT_FOR
 def main() -> int:
     if sys.argv[1:2] == ["run"]:
         from harness_sim._run import main as run
-        from harness_sim._run_exit import keep_status_at_exit
+        from harness_sim._run.exits import keep_status_at_exit
         status = run(sys.argv[2:])
         keep_status_at_exit(status)  # the program's atexit handlers run after this
         return status

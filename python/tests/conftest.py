@@ -53,7 +53,7 @@ def pytest_configure(config):
     if os.environ.get("HARNESS_SIM_AS_CUDA") == "device":
         # A module run again on CUDA tensors (test_cuda_is_cuda): sim serves CUDA, and torch.cuda
         # answers, as under `run --as-cuda`, for the whole session.
-        from harness_sim._as_cuda import AsCuda
+        from harness_sim._cuda.as_cuda import AsCuda
         AsCuda().install()
     config.addinivalue_line(
         "markers", "release: exercises what differs between torch releases (run on every "

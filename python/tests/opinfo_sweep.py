@@ -651,7 +651,7 @@ def _import_sim():
     import harness_sim  # noqa: F401  registers the sim device
 
     if SIM == "cuda":  # sim serves CUDA, and torch.cuda answers as under run --as-cuda
-        from harness_sim._as_cuda import AsCuda
+        from harness_sim._cuda.as_cuda import AsCuda
         AsCuda().install()
     return harness_sim
 

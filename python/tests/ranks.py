@@ -1,17 +1,57 @@
-"""Runs a function on N local ranks of sim, the way torch's own distributed tests do: one
-process per rank (spawned), a FileStore rendezvous, rank r on sim:r. Each rank's return value
-comes back to the caller in rank order."""
+"""What the tests on several sim ranks share (test_distributed.py, test_deepspeed.py): ``run``
+runs a function on N local ranks of sim, the way torch's own distributed tests do (one process
+per rank, spawned; a FileStore rendezvous; rank r on sim:r), each rank's return value coming back
+in rank order; each rank trains the scenarios' MLP (``mlp``) on its rows of a global batch
+(``batch``); and ``bench_variants`` runs the C++ side to compare with, by variant name
+(``rank0/...``, ``rank1/...``)."""
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
+import subprocess
 import tempfile
 import traceback
+
+import torch
+
+WIDTHS = [32, 64, 64, 32, 16, 4]  # the scenarios' small MLP (bench's `small` preset)
+GLOBAL_BATCH = 64  # a step's batch over the 2 ranks: 32 rows each
+
+
+def mlp(device="cpu") -> torch.nn.Module:
+    """The scenarios' MLP, seeded alike on every rank, on `device`."""
+    torch.manual_seed(0)
+    layers = []
+    for i in range(len(WIDTHS) - 1):
+        layers.append(torch.nn.Linear(WIDTHS[i], WIDTHS[i + 1]))
+        if i < len(WIDTHS) - 2:
+            layers.append(torch.nn.ReLU())
+    return torch.nn.Sequential(*layers).to(device)
+
+
+def batch(generator: torch.Generator, rank: int, world_size: int = 2):
+    """(inputs, targets) of `rank`'s rows of the next global batch `generator` draws (on the CPU;
+    every rank draws the whole batch, so the ranks' generators stay alike)."""
+    rows = GLOBAL_BATCH // world_size
+    mine = slice(rank * rows, (rank + 1) * rows)
+    return (torch.randn(GLOBAL_BATCH, WIDTHS[0], generator=generator)[mine],
+            torch.randn(GLOBAL_BATCH, WIDTHS[-1], generator=generator)[mine])
+
+
+def bench_variants(bench: str, *args: str) -> dict:
+    """``bench --device sim ARGS``'s report: its first scenario's variants by name."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        subprocess.run([bench, "--device", "sim", "--out", out, "--quiet", *args], check=True,
+                       capture_output=True, text=True, timeout=300)
+        with open(out) as f:
+            report = json.load(f)
+    return {v["name"]: v for v in report["scenarios"][0]["variants"]}
 
 
 def _rank_main(fn, rank, world_size, store_path, backend, args, results):
     try:
-        import torch
         import torch.distributed as dist
 
         import harness_sim

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import harness_sim  # noqa: F401  (torch.sim)
-from harness_sim import _cuda_surface as surface_module
+from harness_sim._cuda import surface as surface_module
 from conftest import REPO
 
 PROBE = REPO / "python" / "tests" / "programs" / "cuda_surface_probe.py"
@@ -61,7 +61,7 @@ def test_docs_table_is_the_generated_one():
     docs = (REPO / "docs" / "as-cuda.md").read_text()
     assert surface_module.markdown() in docs, (
         "docs/as-cuda.md's table is not the generated one: paste the output of\n"
-        "  python -c 'import harness_sim._cuda_surface as s; print(s.markdown())'")
+        "  python -c 'import harness_sim._cuda.surface as s; print(s.markdown())'")
 
 
 SYNC_DEBUG = """\

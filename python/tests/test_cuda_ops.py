@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 import harness_sim
-from harness_sim._device import DEVICE_TYPE as DEVICE  # "cuda" where sim serves CUDA (run below)
+from harness_sim._device.mode import DEVICE_TYPE as DEVICE  # "cuda" where sim serves CUDA (run below)
 
 SEED_AND_LOSS = {"aten::fill_": 1, "aten::sum": 1}
 

@@ -31,17 +31,6 @@ from conftest import REPO
 import harness_sim
 
 PROGRAM = REPO / "examples" / "programs" / "lightning_deepspeed.py"
-WIDTHS = [32, 64, 64, 32, 16, 4]  # the scenarios' small MLP
-
-
-def _mlp() -> torch.nn.Module:
-    torch.manual_seed(0)
-    layers = []
-    for i in range(len(WIDTHS) - 1):
-        layers.append(torch.nn.Linear(WIDTHS[i], WIDTHS[i + 1]))
-        if i < len(WIDTHS) - 2:
-            layers.append(torch.nn.ReLU())
-    return torch.nn.Sequential(*layers)
 
 
 # --- deepspeed.initialize, ZeRO-3 ----------------------------------------------------------------
@@ -52,7 +41,7 @@ def _zero3(rank, world):
 
     import harness_sim.deepspeed
     harness_sim.deepspeed.install()
-    model = _mlp()
+    model = ranks.mlp()
     config = {"train_micro_batch_size_per_gpu": 32, "zero_allow_untested_optimizer": True,
               "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": 0}}
     engine, _, _, _ = deepspeed.initialize(
@@ -62,8 +51,7 @@ def _zero3(rank, world):
     losses = []
 
     def step():
-        x = torch.randn(64, WIDTHS[0], generator=g)[rank * 32:(rank + 1) * 32].to(engine.device)
-        y = torch.randn(64, WIDTHS[-1], generator=g)[rank * 32:(rank + 1) * 32].to(engine.device)
+        x, y = (t.to(engine.device) for t in ranks.batch(g, rank))
         loss = torch.nn.functional.mse_loss(engine(x), y)
         engine.backward(loss)
         engine.step()
@@ -121,17 +109,6 @@ def lightning_run():
     return results, report
 
 
-def _bench(bench) -> dict:
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "r.json")
-        subprocess.run([bench, "--scenario", "engine_reuse", "--variant", "new_engine_per_stage",
-                        "--device", "sim", "--out", out, "--quiet"], check=True,
-                       capture_output=True, text=True, timeout=300)
-        with open(out) as f:
-            report = json.load(f)
-    return {v["name"]: v for v in report["scenarios"][0]["variants"]}
-
-
 def test_lightning_deepspeed_validate_then_fit_runs_on_two_sim_ranks(lightning_run):
     results, report = lightning_run
     assert sorted(results) == [0, 1]
@@ -150,7 +127,8 @@ def test_lightning_deepspeed_validate_then_fit_runs_on_two_sim_ranks(lightning_r
 def test_lightning_deepspeed_against_engine_reuse(lightning_run, bench):
     """Per rank, stage by stage, against bench -s engine_reuse --variant new_engine_per_stage."""
     results, _ = lightning_run
-    cpp = _bench(bench)
+    cpp = ranks.bench_variants(bench, "--scenario", "engine_reuse",
+                               "--variant", "new_engine_per_stage")
     for rank, r in sorted(results.items()):
         v = cpp[f"rank{rank}/new_engine_per_stage"]
         total, per_step = v["total"], v["per_step"]

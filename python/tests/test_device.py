@@ -239,7 +239,8 @@ def test_a_package_in_a_project_local_venv_is_named_from_the_package_on(tmp_path
     (mylib/__init__.py:2), not by the venv's path (issue 53)."""
     import importlib
     import harness_sim
-    from harness_sim import _C, _sites
+    from harness_sim import _C
+    from harness_sim._device import sites as _sites
 
     packages = tmp_path / ".venv" / "lib" / "python3.11" / "site-packages"
     (packages / "mylib").mkdir(parents=True)

@@ -3,27 +3,13 @@ torch's DistributedDataParallel (and its communication hooks), torch's ZeroRedun
 torchmetrics' Metric.sync(), and how waits for collectives count (NCCL's semantics)."""
 from __future__ import annotations
 
-import json
-import subprocess
-
 import pytest
 import torch
 import torch.distributed as dist
 
 import harness_sim
 import ranks
-
-WIDTHS = [32, 64, 64, 32, 16, 4]  # the scenarios' small MLP
-
-
-def mlp(device) -> torch.nn.Module:
-    torch.manual_seed(0)
-    layers = []
-    for i in range(len(WIDTHS) - 1):
-        layers.append(torch.nn.Linear(WIDTHS[i], WIDTHS[i + 1]))
-        if i < len(WIDTHS) - 2:
-            layers.append(torch.nn.ReLU())
-    return torch.nn.Sequential(*layers).to(device)
+from ranks import WIDTHS, mlp
 
 
 def figures(c: harness_sim.Counts, steps: int = 1) -> dict:
@@ -109,14 +95,11 @@ def _ddp(rank, world, hook):
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     opt = torch.optim.Adam(ddp.parameters(), foreach=True)
     g = torch.Generator().manual_seed(1)
-    batches = [(torch.randn(64, WIDTHS[0], generator=g), torch.randn(64, WIDTHS[-1], generator=g))
-               for _ in range(6)]
-    rows = slice(rank * 32, (rank + 1) * 32)
+    batches = [ranks.batch(g, rank) for _ in range(6)]
 
     def step(x, y):
         # pinned, non-blocking: as the C++ runtime's batches come (no sync)
-        x = x[rows].pin_memory().to(device, non_blocking=True)
-        y = y[rows].pin_memory().to(device, non_blocking=True)
+        x, y = (t.pin_memory().to(device, non_blocking=True) for t in (x, y))
         torch.nn.functional.mse_loss(ddp(x), y).backward()
         opt.step()
         opt.zero_grad()
@@ -142,22 +125,12 @@ def test_torch_ddp_trains_on_two_sim_ranks(hook):
         assert f["stream_waits"] >= 1  # the reducer waits on the future: the stream waits
 
 
-def _bench(bench, *args) -> dict:
-    import tempfile
-    with tempfile.TemporaryDirectory() as tmp:
-        out = f"{tmp}/r.json"
-        subprocess.run([bench, "--device", "sim", "--out", out, "--quiet", *args], check=True,
-                       capture_output=True, text=True, timeout=300)
-        with open(out) as f:
-            report = json.load(f)
-    return {v["name"]: v for v in report["scenarios"][0]["variants"]}
-
-
 def test_torch_ddp_against_the_cpp_data_parallel_runtime(bench):
     """torch DDP (foreach Adam, the MLP, batch 64 over 2 ranks) against metric_sync's world2
     training steps, per rank and step: all-reduce count and bytes, bucket copies, launches."""
     (torch_rank0, _), _ = ranks.run(_ddp, None)
-    cpp = _bench(bench, "--scenario", "metric_sync", "--variant", "world2/strategy_owned")
+    cpp = ranks.bench_variants(bench, "--scenario", "metric_sync",
+                               "--variant", "world2/strategy_owned")
     step = cpp["rank0/world2/strategy_owned"]["per_step"]
     print("torch DDP rank 0 per step:", torch_rank0)
     print("C++ runtime rank 0 per step (whole step):",
@@ -182,11 +155,9 @@ def _fsdp2(rank, world):
     fully_shard(model)
     opt = torch.optim.Adam(model.parameters(), foreach=True)
     g = torch.Generator().manual_seed(1)
-    rows = slice(rank * 32, (rank + 1) * 32)
 
     def step():
-        x = torch.randn(64, WIDTHS[0], generator=g)[rows].pin_memory().to(device, non_blocking=True)
-        y = torch.randn(64, WIDTHS[-1], generator=g)[rows].pin_memory().to(device, non_blocking=True)
+        x, y = (t.pin_memory().to(device, non_blocking=True) for t in ranks.batch(g, rank))
         torch.nn.functional.mse_loss(model(x), y).backward()
         opt.step()
         opt.zero_grad()
@@ -204,7 +175,7 @@ def test_torch_fsdp2_against_the_cpp_sharded_runtime(bench):
     C++ sharded runtime's training steps (sharded_setup), per rank and step: every unit gathered
     for forward and again for backward, its gradient reduce-scattered."""
     torch_rank0, torch_rank1 = ranks.run(_fsdp2)
-    cpp = _bench(bench, "--scenario", "sharded_setup", "--variant", "meta_init")
+    cpp = ranks.bench_variants(bench, "--scenario", "sharded_setup", "--variant", "meta_init")
     step = cpp["rank0/meta_init"]["per_step"]
     units = len(WIDTHS) - 1
     for f in (torch_rank0, torch_rank1):
@@ -243,14 +214,10 @@ def _accumulate(rank, world, wrapper, sync_every):
             return contextlib.nullcontext()
     opt = torch.optim.Adam(trained.parameters(), foreach=True)
     g = torch.Generator().manual_seed(1)
-    rows = slice(rank * 32, (rank + 1) * 32)
 
     def step():
         for m in range(MICRO_BATCHES):
-            x = torch.randn(64, WIDTHS[0], generator=g)[rows].pin_memory().to(device,
-                                                                             non_blocking=True)
-            y = torch.randn(64, WIDTHS[-1], generator=g)[rows].pin_memory().to(device,
-                                                                              non_blocking=True)
+            x, y = (t.pin_memory().to(device, non_blocking=True) for t in ranks.batch(g, rank))
             with sync(sync_every or m == MICRO_BATCHES - 1):
                 (torch.nn.functional.mse_loss(trained(x), y) / MICRO_BATCHES).backward()
         opt.step()
@@ -272,7 +239,7 @@ def test_torch_gradient_accumulation_against_grad_accumulation(bench, wrapper, r
     """torch's DDP and FSDP2 accumulating 4 micro-batches a step on 2 sim ranks against the C++
     grad_accumulation scenario, per rank and optimizer step: the gradient reductions (count and
     bytes) with the sync on for every micro-batch and only for the last, and the gathers."""
-    cpp = _bench(bench, "--scenario", "grad_accumulation", "--variant",
+    cpp = ranks.bench_variants(bench, "--scenario", "grad_accumulation", "--variant",
                  f"{runtime}/micro{MICRO_BATCHES}/*")
     for sync_every in (True, False):
         name = f"rank0/{runtime}/micro{MICRO_BATCHES}/sync_{'every' if sync_every else 'last'}"
@@ -314,7 +281,8 @@ def test_torch_zero_consolidate_state_dict_against_zero_broadcast(bench):
     """torch 2.11's ZeroRedundancyOptimizer.consolidate_state_dict against zero_broadcast's
     consolidate/object, per rank and consolidation."""
     torch_side = ranks.run(_zero)
-    cpp = _bench(bench, "--scenario", "zero_broadcast", "--variant", "consolidate/object")
+    cpp = ranks.bench_variants(bench, "--scenario", "zero_broadcast",
+                               "--variant", "consolidate/object")
     for rank, f in enumerate(torch_side):
         s = cpp[f"rank{rank}/consolidate/object"]["per_step"]
         mine = {"broadcasts": f["collectives"]["broadcast"][0], "syncs": f["syncs"],
@@ -350,7 +318,8 @@ def test_torchmetrics_sync_against_metric_sync(bench):
     """torchmetrics' real Metric.sync() of a MeanMetric and a CatMetric on 2 sim ranks against
     what metric_sync's pre-fix trainer counts per save (phase checkpoint.metric_sync)."""
     torch_side = ranks.run(_metrics)
-    cpp = _bench(bench, "--scenario", "metric_sync", "--variant", "world2/trainer_fault_tolerant")
+    cpp = ranks.bench_variants(bench, "--scenario", "metric_sync",
+                               "--variant", "world2/trainer_fault_tolerant")
     for rank, saves in enumerate(torch_side):
         n = len(saves)
         mine = {"barriers": sum(s["collectives"].get("barrier", (0, 0))[0] for s in saves) / n,

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import harness_sim
-from harness_sim._device import DEVICE_TYPE as DEVICE
+from harness_sim._device.mode import DEVICE_TYPE as DEVICE
 
 # The hidden syncs people hunt with torch.cuda.set_sync_debug_mode, as user code writes them: each
 # blocks the host on CUDA (PyTorch 2.11's sources; docs/counting.md, "Host syncs inside ops"), so each syncs

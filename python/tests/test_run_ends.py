@@ -181,11 +181,11 @@ def test_sigterm_ends_a_program_inside_a_cpp_call(tmp_path):
 DEAD_RANK = """\
 import datetime, os, subprocess, sys
 import torch.distributed as dist
-from harness_sim._run_ranks import _StartedRanks
+from harness_sim._frameworks import active_run
 if os.environ.get("LOCAL_RANK") == "1":
     os.kill(os.getpid(), 9)  # rank 1 dies, as a rank SIGKILLed does
 store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-ranks = _StartedRanks.active  # rank 1 started as Lightning's DDP launcher starts it under run
+ranks = active_run.started_ranks()  # rank 1 started as Lightning's DDP launcher does, under run
 ranks.procs.append(subprocess.Popen(ranks.command([sys.executable, __file__]),
                                     env=dict(os.environ, LOCAL_RANK="1")))
 store.wait(["rank 1 never comes"], datetime.timedelta(seconds=600))  # as in a rendezvous
@@ -205,12 +205,12 @@ def test_a_started_rank_that_dies_ends_the_run_naming_it(tmp_path):
 RANK_0_DIES = """\
 import datetime, os, pathlib, subprocess, sys
 import torch.distributed as dist
-from harness_sim._run_ranks import _StartedRanks
+from harness_sim._frameworks import active_run
 store = dist.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 if os.environ.get("LOCAL_RANK") == "1":
     pathlib.Path(sys.argv[1]).write_text(str(os.getpid()))
 else:
-    ranks = _StartedRanks.active
+    ranks = active_run.started_ranks()
     ranks.procs.append(subprocess.Popen(ranks.command([sys.executable, __file__, sys.argv[1]]),
                                         env=dict(os.environ, LOCAL_RANK="1")))
 store.wait(["never"], datetime.timedelta(seconds=600))

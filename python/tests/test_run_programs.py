@@ -209,7 +209,7 @@ def test_cuda_idioms_run_unchanged_as_on_one_h100(tmp_path, monkeypatch):
     # the site names torch's line that syncs (clip_grad_norm_'s nonfinite check), never the
     # TorchFunctionMode of --as-cuda under it
     assert "cuda_idioms.py:31 in <module> (torch/nn/utils/clip_grad.py:" in captured.stderr
-    assert "_as_cuda.py" not in captured.stderr
+    assert "_cuda/as_cuda.py" not in captured.stderr
 
 
 @pytest.mark.release

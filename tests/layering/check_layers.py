@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The layers hold: no #include goes up them, the report layer includes no Torch, and every folder
-of the library says in a README what lives there and what it may include.
+of the library says in a README what lives there and what it may include; and in the Python
+package python/harness_sim, no import goes up its layers or forms a cycle (python_layers.py).
 
 Layers, lowest first (harness/README.md):
   0 base       harness/errors.h, harness/interrupt.{h,cpp}, harness/device_kind.h,
@@ -11,10 +12,14 @@ Layers, lowest first (harness/README.md):
   4 framework  the rest of harness/ (scenario.h, measure, variant_runner, registry, pch.h)
   5 scenarios  scenarios/**, python/csrc/**  (the Python module is an adapter at this height)
   6 bench      bench/**
-Usage: check_layers.py [REPO_ROOT]; exit 1 naming every include that goes up."""
+Python: base < device < cuda < frameworks < run < top (python_layers.py says which modules).
+Usage: check_layers.py [REPO_ROOT]; exit 1 naming every include or import that goes up."""
 import os
 import re
 import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import python_layers  # noqa: E402
 
 ROOT = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else
                        os.path.join(os.path.dirname(__file__), "..", ".."))
@@ -75,9 +80,11 @@ def problems():
 
 
 if __name__ == "__main__":
-    found = problems()
+    found = problems() + [f"python: {p}" for p in python_layers.problems(ROOT)]
     for p in found:
         print("layering:", p)
     if found:
         sys.exit(1)
-    print(f"layering: {sum(1 for _ in sources())} files, no include goes up the layers")
+    print(f"layering: {sum(1 for _ in sources())} files, no include goes up the layers; "
+          f"{python_layers.count(ROOT)} Python modules, no import goes up the layers or forms a "
+          "cycle")

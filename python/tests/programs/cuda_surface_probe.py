@@ -10,7 +10,7 @@ import warnings
 import torch
 import torch.backends.cudnn
 
-from harness_sim._cuda_surface import (ANSWERED, AS_IS, MAPPED, MODULES, REFUSED,
+from harness_sim._cuda.surface import (ANSWERED, AS_IS, MAPPED, MODULES, REFUSED,
                                        UnsupportedOnSim, surface)
 
 warnings.simplefilter("ignore")  # the deprecated names warn that they are

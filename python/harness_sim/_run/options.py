@@ -10,10 +10,11 @@ import os
 import shutil
 import sys
 
-from . import _C, _counting
-from ._run_argv import split_run_argv
-from ._run_exit import EXIT_OK, EXIT_USAGE
-from ._run_ranks import _rank_report, _rank_trace, _TorchrunPeers
+from .. import _C
+from .._device import counting as _counting
+from .._device.mode import split_run_argv
+from .exits import EXIT_OK, EXIT_USAGE
+from .ranks import _rank_report, _rank_trace, _TorchrunPeers
 
 DEFAULT_SKIP = 1
 
@@ -79,12 +80,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="no summary on stderr")
     # A rank the program started itself (Lightning's DDP runs the script again per local rank):
     # run counts it as well and writes its report as DIR/rank<LOCAL_RANK>.json for rank 0's run
-    # to merge (see _StartedRanks).
+    # to merge (see ranks.StartedRanks).
     p.add_argument("--rank-dir", help=argparse.SUPPRESS)
     # With --rank-dir: trace the rank too (into DIR, for rank 0's run to merge), with rank 0's
     # trace origin "ORIGIN_NS,UNIX_NS".
     p.add_argument("--rank-trace-origin", help=argparse.SUPPRESS)
-    # With --rank-dir: a child multiprocessing's spawn start method started (_run_spawn): its
+    # With --rank-dir: a child multiprocessing's spawn start method started (spawn): its
     # report is DIR/rank<R>.json, R its rank in the process group it joins (none: no report).
     p.add_argument("--spawned", action="store_true", help=argparse.SUPPRESS)
     return p
@@ -116,7 +117,7 @@ class RunOptions:
     quiet: bool
     rank_dir: str | None
     rank_trace_origin: tuple[int, int] | None
-    spawned: bool  # a spawned child (_run_spawn): its report's name is known once it has a rank
+    spawned: bool  # a spawned child (spawn): its report's name is known once it has a rank
     bench: str | None  # the bench binary, found, when the gates or --html are to run
     torchrun: _TorchrunPeers | None  # on local rank 0 of a torchrun job: its other ranks
 
@@ -253,7 +254,7 @@ def _missing_part(dotted: str) -> str | None:
 
 def _top_level_spec(name: str):
     """How `python -m` would find the package or module `name`, from the directory it adds (the
-    current one) as the program will run (_run_program), importing nothing; None: it would not."""
+    current one) as the program will run (program), importing nothing; None: it would not."""
     saved = sys.path[0] if sys.path else None
     if sys.path:
         sys.path[0] = os.getcwd()

@@ -25,13 +25,16 @@ a sync at its line. Both hooks are dynamo internals of the torch releases harnes
 from __future__ import annotations
 
 import functools
+import hashlib
+import inspect
 import re
 import sys
 
 import torch
 
-from . import _C
-from ._device import DEVICE_TYPE, SERVES_CUDA
+from .. import _C
+from .._after_import import after_import
+from .mode import DEVICE_TYPE, SERVES_CUDA
 
 LAUNCH_PREFIX = "inductor::"
 _REASON_CHARS = 160
@@ -110,10 +113,11 @@ def _register_inductor() -> None:
 
         def write_header(self) -> None:
             super().write_header()
-            self.imports.splice("from harness_sim._compile import _launch as _harness_sim_launch",
+            # (this module by its name: the generated code imports it)
+            self.imports.splice(f"from {__name__} import _launch as _harness_sim_launch",
                                 strip=True)
             if SERVES_CUDA:  # torch's allocates with CUDA's caching allocator, not the device's
-                self.header.splice("from harness_sim._compile import "
+                self.header.splice(f"from {__name__} import "
                                    "empty_strided_cuda_on_sim as empty_strided_cuda", strip=True)
 
         def _generate_kernel_call_helper(self, kernel_name, call_args, *, device=None,
@@ -132,8 +136,37 @@ def _register_inductor() -> None:
         _cuda_needs_no_triton()
     # Where sim serves CUDA, these replace CUDA's own entries (Triton's code generator).
     register_interface_for_device(DEVICE_TYPE, SimInterface)
-    register_backend_for_device(DEVICE_TYPE, CppScheduling, SimWrapperCodegen)
+    keyed = "device_custom_pass" in inspect.signature(register_backend_for_device).parameters
+    key = {"device_custom_pass": _make_codegen_key_pass()} if keyed else {}
+    register_backend_for_device(DEVICE_TYPE, CppScheduling, SimWrapperCodegen, **key)
     register_device_op_overrides(DEVICE_TYPE, CpuDeviceOpOverrides())
+
+
+@functools.cache
+def _codegen_key() -> tuple[str, str, str]:
+    """What the code generated for sim depends on besides torch's inputs: this module (its name,
+    which the generated code imports, and its source) and the extension's version."""
+    with open(__file__, "rb") as f:
+        source = hashlib.sha256(f.read()).hexdigest()
+    return (__name__, source, _C.HARNESS_VERSION)
+
+
+def _make_codegen_key_pass():
+    """A graph pass that changes nothing and names harness_sim's code generator. Inductor's
+    FX graph cache (on disk, across processes) keys a compiled graph on the uuid() of each
+    device's pass (torch/_inductor/custom_graph_pass.py): a graph compiled with another
+    harness_sim, whose generated code imports another module or calls _launch otherwise, is then
+    compiled again instead of loaded."""
+    from torch._inductor.custom_graph_pass import CustomGraphModulePass
+
+    class CodegenKey(CustomGraphModulePass):
+        def __call__(self, gm) -> None:
+            pass
+
+        def uuid(self):
+            return _codegen_key()
+
+    return CodegenKey()
 
 
 def _backend_of_sim_is_cpus() -> None:
@@ -294,11 +327,5 @@ def _register_dynamo() -> None:
 def install() -> None:
     """Sim for ``torch.compile``: at once where torch's compiler is imported already, else
     right after it is."""
-    from ._lightning_run import _AfterImport
-
-    for module, register in (("torch._dynamo", _register_dynamo),
-                             ("torch._inductor.compile_fx", _register_inductor)):
-        if module in sys.modules:
-            register()
-        elif not any(isinstance(f, _AfterImport) and f.name == module for f in sys.meta_path):
-            sys.meta_path.insert(0, _AfterImport(module, register))
+    after_import("torch._dynamo", _register_dynamo)
+    after_import("torch._inductor.compile_fx", _register_inductor)

@@ -9,7 +9,7 @@ import site
 import sys
 import sysconfig
 
-from . import _C
+from .. import _C
 
 
 def program_root(start: str | None = None) -> str:

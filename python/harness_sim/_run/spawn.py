@@ -5,7 +5,7 @@ spawn start method: ``torch.multiprocessing.spawn`` (PyTorch's examples/imagenet
 A spawned child is a new interpreter that runs ``multiprocessing.spawn.spawn_main``; started as
 it is, it would import neither harness_sim nor the CUDA sim serves, nor be counted. While the
 program runs, run starts each such child as ``python -m harness_sim run --rank-dir DIR --spawned
-... -m harness_sim._spawn_main`` instead (multiprocessing's own spawn_main, its arguments
+... -m harness_sim._run.spawn_main`` instead (multiprocessing's own spawn_main, its arguments
 unchanged): it serves CUDA as the parent does and is counted as the parent is. A child that joined
 a process group writes its report as DIR/rank<R>.json, R its rank in the default group, and the
 parent's run merges those reports as torchrun's ranks' (the parent itself, which only started
@@ -47,7 +47,7 @@ class SpawnedRanks:
         spawn_main arguments (tracker_fd=, pipe_handle=) passed on as KEY=VALUE."""
         return [mp_spawn.get_executable(), *mp_util._args_from_interpreter_flags(),
                 "-m", "harness_sim", "run", "--rank-dir", self.directory, "--spawned",
-                *self.options, "-m", "harness_sim._spawn_main", "--multiprocessing-fork",
+                *self.options, "-m", "harness_sim._run.spawn_main", "--multiprocessing-fork",
                 *(f"{key}={value}" for key, value in kwds.items())]
 
     def ranks(self) -> list[int]:

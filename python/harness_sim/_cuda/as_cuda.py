@@ -1,20 +1,20 @@
 """``run --as-cuda``: a program written for CUDA runs unchanged on sim.
 
 In a process started as ``python -m harness_sim run --as-cuda`` sim serves the CUDA device type
-itself (``_device.SERVES_CUDA``; docs/as-cuda.md): tensors are CUDA tensors, torch's own CUDA-side
-code runs, and nothing maps the word "cuda". With ``HARNESS_SIM_AS_CUDA=map`` (or in a process
-that did not start so, such as a test calling ``_run.main``), a device ``"cuda"``, ``"cuda:N"`` or
-``torch.device("cuda", N)`` given to any torch function or Tensor method becomes ``sim:N``
-through a ``TorchFunctionMode``, and ``torch.autocast("cuda")`` is sim's.
+itself (``_device.mode.SERVES_CUDA``; docs/as-cuda.md): tensors are CUDA tensors, torch's own
+CUDA-side code runs, and nothing maps the word "cuda". With ``HARNESS_SIM_AS_CUDA=map`` (or in a
+process that did not start so, such as a test calling ``_run.main``), a device ``"cuda"``,
+``"cuda:N"`` or ``torch.device("cuda", N)`` given to any torch function or Tensor method becomes
+``sim:N`` through a ``TorchFunctionMode``, and ``torch.autocast("cuda")`` is sim's.
 
 In both, every public name of ``torch.cuda``, ``torch.backends.cuda``, ``torch.backends.cudnn``
 and ``torch.accelerator`` is mapped, answered as one H100, left as it is or refused, as the table
-in ``_cuda_surface`` (docs/as-cuda.md) says. Refused, failing with ``UnsupportedOnSim`` naming the
+in ``_cuda.surface`` (docs/as-cuda.md) says. Refused, failing with ``UnsupportedOnSim`` naming the
 call (exit 3): custom CUDA kernels (``torch.utils.cpp_extension.load`` / ``load_inline`` /
 ``CUDAExtension``), ``nn.DataParallel`` over several devices. Triton is absent, as on a machine
 without it (``import triton`` is a ModuleNotFoundError; run names sim when the program fails on it,
 and ``importlib.util.find_spec("triton")`` is None). ``torch.compile`` runs, with
-sim's C++ kernels (``_compile``).
+sim's C++ kernels (``_device.compile``).
 """
 from __future__ import annotations
 
@@ -25,10 +25,12 @@ import sys
 import torch
 from torch.overrides import TorchFunctionMode
 
-from . import _C
-from ._device import SERVES_CUDA
-from ._cuda_surface import (UnsupportedOnSim, map_device as _map_device, refusal,
-                            refused_function, surface, visible_device_count)
+from .. import _C
+from .._after_import import AfterImport
+from .._device.distributed import register_distributed_backend
+from .._device.mode import SERVES_CUDA
+from .surface import (UnsupportedOnSim, map_device as _map_device, refusal, refused_function,
+                      surface, visible_device_count)
 
 __all__ = ["AsCuda", "UnsupportedOnSim"]
 
@@ -194,8 +196,8 @@ def _taking_over_cuda_kernels(load):
 
 class AsCuda:
     """Installs ``--as-cuda`` for the program's run and takes it away afterwards. Where sim serves
-    the CUDA device type itself (``_device.SERVES_CUDA``), nothing maps "cuda": tensors are CUDA
-    tensors and torch's own CUDA-side code (autograd, autocast, composite branches) runs; the
+    the CUDA device type itself (``_device.mode.SERVES_CUDA``), nothing maps "cuda": tensors are
+    CUDA tensors and torch's own CUDA-side code (autograd, autocast, composite branches) runs; the
     surface's stand-ins stay. Otherwise the mapping (CudaToSim) is entered."""
 
     def __init__(self):
@@ -247,8 +249,7 @@ class AsCuda:
         elif "lightning.pytorch.accelerators.cuda" in sys.modules:
             self._patch_lightning()
         else:
-            from ._lightning_run import _AfterImport
-            self._lightning_hook = _AfterImport("lightning.pytorch.accelerators.cuda",
+            self._lightning_hook = AfterImport("lightning.pytorch.accelerators.cuda",
                                                 self._patch_lightning)
             sys.meta_path.insert(0, self._lightning_hook)
         # Triton is absent, as on a machine without it: None in sys.modules makes `import
@@ -310,7 +311,6 @@ class AsCuda:
         import torch.distributed as dist
         if not dist.is_available():
             return
-        from ._distributed import register_distributed_backend
         register_distributed_backend()
 
         def on_sim(function, backend_position: int):

@@ -17,7 +17,7 @@ from typing import Callable
 
 import torch
 
-from . import _C
+from .. import _C
 
 
 def _figures(counts: dict) -> dict:

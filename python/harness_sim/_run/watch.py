@@ -17,8 +17,8 @@ import threading
 import time
 from typing import Callable
 
-from ._run_exit import EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM, end_process, raise_terminated
-from ._run_ranks import _StartedRanks
+from .exits import EXIT_FAILED, EXIT_SIGINT, EXIT_SIGTERM, end_process, raise_terminated
+from .ranks import StartedRanks
 
 GRACE_S = 3.0  # how long the program has to end by itself once run has reason to end it
 POLL_S = 0.25  # how often the started ranks and the parent are looked at
@@ -29,7 +29,7 @@ class Watchdog:
     """Started and stopped by the main thread around the program's run (start(), stop()).
     `abandon` stops what run started (its ranks, its scratch directories) before the end."""
 
-    def __init__(self, started: _StartedRanks | None, is_rank: bool,
+    def __init__(self, started: StartedRanks | None, is_rank: bool,
                  abandon: Callable[[], None]):
         self._started = started
         self._parent = os.getppid() if is_rank else None

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 
 import torch
 
-from ._device import DEVICE_TYPE, SERVES_CUDA, generator_of
+from .._device.mode import DEVICE_TYPE, SERVES_CUDA
+from .._device.module import generator_of
 
 MAPPED, ANSWERED, AS_IS, REFUSED = "mapped", "answered", "as is", "refused"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from . import _C
+from .. import _C
 
 
 def _placeholder_str(original):

@@ -7,12 +7,13 @@ import shutil
 import subprocess
 import sys
 
-from . import _C, _compile, _counting
-from ._run_exit import EXIT_GATE, EXIT_OK, EXIT_USAGE
-from ._run_options import RunOptions
-from ._run_ranks import _StartedRanks, _TorchrunPeers
-from ._run_spawn import SpawnedRanks
-from ._windows import StepWindows
+from .. import _C
+from .._device import counting as _counting
+from .exits import EXIT_GATE, EXIT_OK, EXIT_USAGE
+from .options import RunOptions
+from .ranks import StartedRanks, _TorchrunPeers
+from .spawn import SpawnedRanks
+from .windows import StepWindows
 
 
 def start_trace(options: RunOptions):
@@ -60,7 +61,7 @@ def _window(options: RunOptions) -> str:
 
 
 def write_outputs(options: RunOptions, windows: StepWindows, trace,
-                  ranks: _StartedRanks | None, peers: _StartedRanks | _TorchrunPeers | None,
+                  ranks: StartedRanks | None, peers: StartedRanks | _TorchrunPeers | None,
                   workdir: str, written: list[str]) -> int:
     """The report (one of every rank when there are `peers`, as bench writes), the trace and the
     summary, then the gates: EXIT_OK, or the gates' status. Each output goes into `written` once
@@ -107,7 +108,7 @@ def remove_written(written: list[str]) -> None:
             os.unlink(path)
 
 
-def _write_trace(trace, ranks: _StartedRanks | None, options: RunOptions,
+def _write_trace(trace, ranks: StartedRanks | None, options: RunOptions,
                  workdir: str) -> list[str]:
     """Writes the trace (every rank's, when the program started ranks); returns what it wrote
     (the last: what the summary names)."""
@@ -119,7 +120,7 @@ def _write_trace(trace, ranks: _StartedRanks | None, options: RunOptions,
             _C.kineto_trace_file(options.trace, 0)]
 
 
-def _write_rank_traces(trace, ranks: _StartedRanks, options: RunOptions, workdir: str,
+def _write_rank_traces(trace, ranks: StartedRanks, options: RunOptions, workdir: str,
                        metadata: dict) -> list[str]:
     """The trace of every rank, as bench writes a run of several ranks: chrome, one document (a
     process per rank); kineto, each rank's file in the --trace directory. Returns what it wrote
@@ -193,7 +194,7 @@ def _summary(windows, name: str, skip: int, out: str | None, trace: str | None =
 
 
 def _spawned_summary(report: str, name: str, ranks: int, out: str | None) -> None:
-    """The summary of a program whose ranks it spawned (_run_spawn): rank 0's figures, read
+    """The summary of a program whose ranks it spawned (spawn): rank 0's figures, read
     from the merged report (the program's own process counted none of the ranks' steps)."""
     import json
     with open(report, encoding="utf-8") as f:

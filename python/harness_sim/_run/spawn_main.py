@@ -1,5 +1,5 @@
 """A child that multiprocessing's spawn start method started while ``python -m harness_sim run``
-counted its parent (_run_spawn): run runs this module as the child's program, and it runs
+counted its parent (_run/spawn.py): run runs this module as the child's program, and it runs
 multiprocessing's own ``spawn_main`` with the arguments the parent gave it (KEY=VALUE)."""
 import sys
 from multiprocessing import spawn

@@ -14,7 +14,7 @@ import functools
 import torch
 import torch.distributed as dist
 
-from . import _C
+from .. import _C
 
 
 def _create(store, rank, size, timeout):

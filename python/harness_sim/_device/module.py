@@ -13,62 +13,12 @@ per thread, as CUDA's is.
 """
 from __future__ import annotations
 
-import os
-import sys
 import types
 
 import torch
 
-from . import _C
-from ._run_argv import run_compute_option, started_as_run_as_cuda
-
-
-def _serves_cuda(env: dict, argv: list[str]) -> bool:
-    """Whether sim serves the CUDA device type itself in this process (issue 50): in a process
-    started as ``python -m harness_sim run --as-cuda``, unless HARNESS_SIM_AS_CUDA=map asks for
-    the mapping of CUDA's names to ``sim`` (_as_cuda); anywhere with HARNESS_SIM_AS_CUDA=device.
-    Chosen while harness_sim is imported, once: a named PrivateUse1 would be torch's accelerator,
-    and CUDA's hooks are taken over before anything asks them (sim::serve_cuda)."""
-    mode = env.get("HARNESS_SIM_AS_CUDA", "")
-    if mode not in ("", "map", "device"):
-        why = (f"HARNESS_SIM_AS_CUDA={mode!r}: expected 'device' (sim serves the CUDA device "
-               "type) or 'map' (CUDA's names mapped to the sim device)")
-        if argv[:2] == ["-m", "run"]:  # run's bad usage: its message and exit status 2
-            print(f"python -m harness_sim run: error: {why}", file=sys.stderr)
-            raise SystemExit(2)
-        raise ImportError(why)
-    return mode == "device" or (mode == "" and started_as_run_as_cuda(argv))
-
-
-# The device type sim's tensors have in this process: "sim" (PrivateUse1), or "cuda" where sim
-# serves CUDA itself. A process that serves CUDA says so to the processes it starts (DataLoader
-# workers spawned, a program's own subprocesses), so that a CUDA tensor means the same in each.
-SERVES_CUDA = _serves_cuda(os.environ, sys.argv)
-DEVICE_TYPE = "cuda" if SERVES_CUDA else "sim"
-if SERVES_CUDA:
-    os.environ["HARNESS_SIM_AS_CUDA"] = "device"
-
-
-def _compute_mode(env: dict, argv: list[str]) -> str:
-    """What sim's kernels compute in this process (sim_device.h, Compute): "values" (the
-    default) or "shapes" (meta functions only: docs/full-size.md), from run's ``--compute``
-    while ``python -m harness_sim run`` imports the package, else HARNESS_SIM_COMPUTE. Chosen
-    before the first sim tensor; the processes this one starts are told by the environment."""
-    mode = run_compute_option(argv) or env.get("HARNESS_SIM_COMPUTE", "") or "values"
-    if mode not in ("values", "shapes"):
-        why = (f"compute mode {mode!r}: expected 'values' (every op computed) or 'shapes' (meta "
-               "functions only)")
-        if argv[:2] == ["-m", "run"]:  # run's bad usage: its message and exit status 2
-            print(f"python -m harness_sim run: error: {why}", file=sys.stderr)
-            raise SystemExit(2)
-        raise ImportError(f"HARNESS_SIM_COMPUTE: {why}")
-    return mode
-
-
-COMPUTE = _compute_mode(os.environ, sys.argv)
-_C.set_compute(COMPUTE)
-if COMPUTE == "shapes":
-    os.environ["HARNESS_SIM_COMPUTE"] = "shapes"
+from .. import _C
+from .mode import DEVICE_TYPE, SERVES_CUDA
 
 
 def _get_device_index(device, optional: bool = False, allow_cpu: bool = False) -> int:

@@ -10,31 +10,25 @@ import sys
 import tempfile
 import time
 
-from . import _C
-from ._run_exit import EXIT_FAILED, EXIT_OK
+from .. import _C
+from .exits import EXIT_FAILED, EXIT_OK
 
 RANK_WAIT_S = 300  # how long rank 0's run waits for the ranks the program started, once it ended
 
 
-class _StartedRanks:
+class StartedRanks:
     """The ranks a program counted by `run` starts itself, each run again under `run`.
 
-    Lightning's DDP (SimDDPStrategy's launcher, harness_sim.lightning) asks command() for each
-    local rank's command line while `run` is counting the program; `run` then waits for those
-    processes and merges their reports into its own, as bench merges its ranks'."""
-
-    active: "_StartedRanks | None" = None
+    Lightning's DDP (SimDDPStrategy's launcher, _frameworks/lightning.py) asks command() for each
+    local rank's command line while `run` is counting the program (it finds this object through
+    _frameworks.active_run, which run activates for the program's run) and adds the processes it
+    started to procs; `run` then waits for those processes and merges their reports into its
+    own, as bench merges its ranks'."""
 
     def __init__(self, rank_dir: str, options: list[str]):
         self.rank_dir = rank_dir
         self.options = options
         self.procs: list[subprocess.Popen] = []
-
-    @classmethod
-    def begin(cls, rank_dir: str, options: list[str]) -> "_StartedRanks":
-        """The ranks of the program about to run, active (for SimDDPStrategy) until it ends."""
-        cls.active = cls(rank_dir, options)
-        return cls.active
 
     def command(self, program: list[str]) -> list[str]:
         """`program` is `[python, SCRIPT, ARGS...]` or `[python, -m, MODULE, ARGS...]`."""
@@ -120,9 +114,9 @@ class _TorchrunPeers:
         return None
 
 
-def other_ranks(ranks: _StartedRanks | None, torchrun: _TorchrunPeers | None, spawned=None):
+def other_ranks(ranks: StartedRanks | None, torchrun: _TorchrunPeers | None, spawned=None):
     """The ranks whose reports rank 0's run merges: those the program started (Lightning's),
-    those it spawned (a _run_spawn.SpawnedRanks with reports, rank 0's among them), or
+    those it spawned (a spawn.SpawnedRanks with reports, rank 0's among them), or
     torchrun's."""
     if ranks is not None and ranks.procs:
         return ranks
@@ -131,7 +125,7 @@ def other_ranks(ranks: _StartedRanks | None, torchrun: _TorchrunPeers | None, sp
     return torchrun
 
 
-def wait_for_ranks(peers: _StartedRanks | _TorchrunPeers, trace_format: str | None) -> int:
+def wait_for_ranks(peers: StartedRanks | _TorchrunPeers, trace_format: str | None) -> int:
     """EXIT_OK once every other rank has ended and left its report (and its trace in
     `trace_format`, if given), else EXIT_FAILED, saying why."""
     why = peers.wait(timeout_s=RANK_WAIT_S, trace_format=trace_format)

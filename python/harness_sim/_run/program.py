@@ -14,31 +14,34 @@ from typing import Callable
 import torch
 import torch.optim.optimizer as optimizer
 
-from . import _lightning_run
-from ._as_cuda import AsCuda, UnsupportedOnSim, triton_refusal
-from ._run_exit import (EXIT_FAILED, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, OsExitHook, _Terminated,
-                        raise_terminated)
-from ._run_options import RunOptions
-from ._run_ranks import _StartedRanks
-from ._run_spawn import SpawnedRanks, watch_rank
-from ._run_watch import Watchdog
-from ._windows import RangePhases, StepWindows
+from .._cuda.as_cuda import AsCuda, UnsupportedOnSim, triton_refusal
+from .._frameworks import active_run
+from .exits import (EXIT_FAILED, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, OsExitHook, _Terminated,
+                    raise_terminated)
+from .options import RunOptions
+from .ranks import StartedRanks
+from .spawn import SpawnedRanks, watch_rank
+from .watch import Watchdog
+from .windows import RangePhases, StepWindows
 
 
 def run_program(options: RunOptions, windows: StepWindows, trace, finish: Callable[[int], int],
-                watchdog: Watchdog, spawned: SpawnedRanks | None = None) -> int:
+                watchdog: Watchdog, spawned: SpawnedRanks | None = None,
+                ranks: StartedRanks | None = None) -> int:
     """Runs the program, counted into `windows` (and `trace`): EXIT_OK, EXIT_FAILED (its own
     non-zero exit status or its failure, said on stderr), or 130 / 143 on SIGINT / SIGTERM. From
     now on SIGTERM raises _Terminated; the caller restores its handler once the outputs are
     written. `finish(status)` is run's end after the program (its outputs, its gates): a program
     that ends with os._exit reaches it there and then ends with its status (OsExitHook).
-    `watchdog` ends run when the program cannot be ended between Python calls (_run_watch).
-    `spawned`: while the program runs, the children it spawns are started under run (_run_spawn).
+    `watchdog` ends run when the program cannot be ended between Python calls (watch).
+    `spawned`: while the program runs, the children it spawns are started under run (spawn).
+    `ranks`: the ranks the program starts itself (Lightning's DDP), each under run: handed to the
+    frameworks while the program runs (_frameworks.active_run).
 
     In a child the program forked, the script's end is the child's: it leaves as `python
     SCRIPT.py` would (SystemExit, or the program's exception), and nothing of run's follows:
     only the process run started writes a report, a trace or a summary."""
-    counting = _Counting(options, windows, trace, watchdog, spawned)
+    counting = _Counting(options, windows, trace, watchdog, spawned, ranks)
     exit_hook = OsExitHook(functools.partial(_finish_at_os_exit, counting, finish))
     counting.exit_hook = exit_hook
     status = EXIT_OK
@@ -80,10 +83,11 @@ class _Counting:
     the program ended (also part-way through install())."""
 
     def __init__(self, options: RunOptions, windows: StepWindows, trace, watchdog: Watchdog,
-                 spawned: SpawnedRanks | None = None):
+                 spawned: SpawnedRanks | None = None, ranks: StartedRanks | None = None):
         self.options, self.windows, self.trace = options, windows, trace
         self.watchdog = watchdog
         self.spawned = spawned
+        self.ranks = ranks
         self.exit_hook: OsExitHook | None = None
         self._installed = False
         self.phases = RangePhases()
@@ -112,8 +116,8 @@ class _Counting:
             self.hooks.append(optimizer.register_optimizer_step_post_hook(self._stepped))
         elif self.options.steps_from == "backward":
             self.hooks.append(_BackwardSteps(self._stepped))
-        _lightning_run.activate(self.windows,
-                                lightning_steps=self.options.steps_from == "lightning")
+        active_run.activate(self.windows, lightning_steps=self.options.steps_from == "lightning",
+                            ranks=self.ranks)
 
     def _stepped(self, *_) -> None:
         self.windows.boundary()
@@ -125,13 +129,12 @@ class _Counting:
         self.watchdog.stop()
         if self.exit_hook is not None:
             self.exit_hook.uninstall()
-        _StartedRanks.active = None
+        active_run.deactivate()  # no rank is started from now on
         if self.spawned is not None:
             self.spawned.uninstall()
         self.windows.finish()
         for h in self.hooks:
             h.remove()
-        _lightning_run.deactivate()
         self.phases.uninstall()
         if self.trace is not None:
             self.trace.stop()  # after the phases the program left open have closed

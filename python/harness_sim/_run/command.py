@@ -8,10 +8,11 @@ program failed (its traceback on stderr, or its own non-zero exit status), 130 /
 SIGTERM; nothing is written then.
 
 main() runs the steps in order, each from a module of its own: the options checked
-(_run_options), the program run under counting (_run_program, with a watchdog for what the
-program cannot end itself: _run_watch), the other ranks collected (_run_ranks), the outputs
-written and the gates evaluated (_run_output). However the program ends (returning, sys.exit,
-an exception, os._exit on its main thread), run's end after it is the same: _after_program.
+(options), the program run under counting (program, its steps in windows, with a watchdog for
+what the program cannot end itself: watch), the other ranks collected (ranks, spawn), the outputs
+written and the gates evaluated (output); exits holds run's exit statuses. However the program
+ends (returning, sys.exit, an exception, os._exit on its main thread), run's end after it is the
+same: _after_program.
 """
 from __future__ import annotations
 
@@ -21,16 +22,16 @@ import os
 import signal
 import sys
 
-from . import _C
-from ._run_exit import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE,
-                        _Terminated)
-from ._run_options import RunOptions, parse_options
-from ._run_output import remove_written, start_trace, write_outputs, write_report
-from ._run_program import run_program
-from ._run_ranks import Scratch, _StartedRanks, other_ranks, wait_for_ranks
-from ._run_spawn import SpawnedRanks, report_of_this_rank
-from ._run_watch import Watchdog
-from ._windows import StepWindows
+from .. import _C
+from .exits import (EXIT_FAILED, EXIT_GATE, EXIT_OK, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE,
+                    _Terminated)
+from .options import RunOptions, parse_options
+from .output import remove_written, start_trace, write_outputs, write_report
+from .program import run_program
+from .ranks import Scratch, StartedRanks, other_ranks, wait_for_ranks
+from .spawn import SpawnedRanks, report_of_this_rank
+from .watch import Watchdog
+from .windows import StepWindows
 
 __all__ = ["main", "EXIT_OK", "EXIT_GATE", "EXIT_USAGE", "EXIT_FAILED"]
 
@@ -43,7 +44,7 @@ def main(argv: list[str]) -> int:
     trace = start_trace(options)
     # The ranks the program starts are counted too (one level: not theirs).
     ranks = (None if options.rank_dir else
-             _StartedRanks.begin(scratch.workdir, options.for_started_ranks(trace)))
+             StartedRanks(scratch.workdir, options.for_started_ranks(trace)))
     spawned = (None if options.rank_dir else
                SpawnedRanks(os.path.join(scratch.workdir, "spawned"),
                             options.for_started_ranks(None)))
@@ -52,10 +53,10 @@ def main(argv: list[str]) -> int:
                                signal.getsignal(signal.SIGTERM))
     watchdog = Watchdog(ranks, is_rank=options.rank_dir is not None,
                         abandon=functools.partial(_abandon, ranks, scratch))
-    return finish(run_program(options, windows, trace, finish, watchdog, spawned))
+    return finish(run_program(options, windows, trace, finish, watchdog, spawned, ranks))
 
 
-def _after_program(options: RunOptions, windows: StepWindows, trace, ranks: _StartedRanks | None,
+def _after_program(options: RunOptions, windows: StepWindows, trace, ranks: StartedRanks | None,
                    spawned: SpawnedRanks | None, scratch: Scratch, old_term, status: int) -> int:
     """Once the program has ended with `status`: the other ranks waited for, the outputs written
     and the gates evaluated, each output atomically. SIGINT / SIGTERM while they are written (the
@@ -91,7 +92,7 @@ def _after_program(options: RunOptions, windows: StepWindows, trace, ranks: _Sta
     return status
 
 
-def _abandon(ranks: _StartedRanks | None, scratch: Scratch) -> None:
+def _abandon(ranks: StartedRanks | None, scratch: Scratch) -> None:
     """What run started, stopped and removed, when the watchdog ends run in the program's
     stead (nothing was written yet)."""
     if ranks is not None:

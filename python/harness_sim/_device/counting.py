@@ -13,7 +13,8 @@ from typing import Iterable, Mapping
 
 import torch
 
-from . import _C, _compile
+from .. import _C
+from . import compile as _compile
 
 
 class phase(contextlib.ContextDecorator):

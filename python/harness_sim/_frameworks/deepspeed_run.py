@@ -6,16 +6,16 @@ hook only waits for a program that imports it."""
 from __future__ import annotations
 
 import os
-import sys
 
-from . import _lightning_run
+from .._after_import import after_import
+from . import active_run
 
 _MODULE = "deepspeed.accelerator.real_accelerator"
 
 
 def wanted() -> bool:
     chosen = os.environ.get("DS_ACCELERATOR")
-    return chosen == "sim" or (chosen is None and _lightning_run.running())
+    return chosen == "sim" or (chosen is None and active_run.running())
 
 
 def _install() -> None:
@@ -25,8 +25,4 @@ def _install() -> None:
 
 
 def install_import_hook() -> None:
-    if _MODULE in sys.modules:
-        _install()
-    elif not any(isinstance(f, _lightning_run._AfterImport) and f.name == _MODULE
-                 for f in sys.meta_path):
-        sys.meta_path.insert(0, _lightning_run._AfterImport(_MODULE, _install))
+    after_import(_MODULE, _install)
