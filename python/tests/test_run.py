@@ -105,6 +105,41 @@ def test_steps_from_backward_for_a_program_with_an_optimizer_of_its_own(tmp_path
     assert r["_scenario"]["config"]["steps_from"] == "backward"
 
 
+CONTAINER = """\
+import torch
+model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.Linear(8, 2)).to("sim")
+
+
+class Container(torch.optim.Optimizer):  # as torchtitan's OptimizersContainer: one per part
+    def __init__(self, parts):
+        self.inner = [torch.optim.AdamW(p.parameters(), lr=0.1) for p in parts]
+        super().__init__([p for o in self.inner for g in o.param_groups for p in g["params"]], {})
+
+    def step(self, closure=None):
+        for o in self.inner:
+            o.step()
+
+
+opt = Container(list(model))
+for i in range(5):
+    loss = model(torch.randn(16, 8).to("sim")).pow(2).mean()
+    loss.backward()
+    opt.step()
+    opt.zero_grad()
+"""
+
+
+def test_an_optimizer_whose_step_steps_others_is_one_step(tmp_path):
+    # torch calls the global step hooks around the container's step and around each inner
+    # AdamW's: a step ends when the outermost returns, so 5 training steps are 5 steps, not 15
+    out = tmp_path / "r.json"
+    assert run(["--out", str(out), "--", _script(tmp_path, CONTAINER)]) == 0
+    steps = _report(out)["steps"]
+    assert steps["measured_steps"] == 4  # --skip-steps 1
+    assert steps["per_step"]["h2d.count"] == 1  # each window holds one whole training step
+    assert steps["launches_by_op"]["aten::_foreach_sqrt"] == 2 * 4  # both AdamW steps in each
+
+
 NESTED = """\
 import json, sys, torch, harness_sim
 model = torch.nn.Linear(8, 2).to("sim")

@@ -113,7 +113,7 @@ class _Counting:
         # second OpenMP team on the same cores. What is counted is the same (issue 26).
         torch._C._set_multithreading_enabled(False)
         if self.options.steps_from == "optimizer":
-            self.hooks.append(optimizer.register_optimizer_step_post_hook(self._stepped))
+            self.hooks.append(_OptimizerSteps(self._stepped))
         elif self.options.steps_from == "backward":
             self.hooks.append(_BackwardSteps(self._stepped))
         active_run.activate(self.windows, lightning_steps=self.options.steps_from == "lightning",
@@ -143,6 +143,37 @@ class _Counting:
         sys.argv = self.argv
         if self.path0 is not None:
             sys.path[0] = self.path0
+
+
+class _OptimizerSteps:
+    """A step ends when an optimizer's ``step()`` returns -- the outermost one: an optimizer whose
+    step calls others' (torchtitan's OptimizersContainer, a torch.optim.Optimizer stepping each
+    model part's AdamW) is one step, not one per optimizer. ``remove()`` takes the hooks away."""
+
+    def __init__(self, stepped: Callable[[], None]):
+        self._stepped = stepped
+        self._open: list = []  # the optimizers whose step() is running, outermost first
+        self._handles = [optimizer.register_optimizer_step_pre_hook(self._pre),
+                         optimizer.register_optimizer_step_post_hook(self._post)]
+
+    def _pre(self, opt, *_) -> None:
+        self._close(opt)  # still open: its last step raised, and the program went on
+        self._open.append(opt)
+
+    def _post(self, opt, *_) -> None:
+        self._close(opt)
+        if not self._open:
+            self._stepped()
+
+    def _close(self, opt) -> None:
+        for i, o in enumerate(self._open):
+            if o is opt:
+                del self._open[i:]
+                return
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
 
 
 class _BackwardSteps:
