@@ -282,7 +282,6 @@ def test_lightning_accelerator_gpu_as_cuda_trains_on_sim_as_accelerator_sim(tmp_
 
 @pytest.mark.parametrize("call, named", [
     ("torch.cuda.CUDAGraph()", "torch.cuda.CUDAGraph"),
-    ("import triton", "import triton"),
     ("import os; os.environ['CUDA_VISIBLE_DEVICES'] = '0,1'\n"
      "torch.nn.DataParallel(torch.nn.Linear(2, 2).cuda())(torch.ones(4, 2).cuda())",
      "nn.DataParallel over several devices"),
@@ -292,6 +291,43 @@ def test_as_cuda_refuses_what_sim_cannot_run(tmp_path, call, named):
     prog.write_text(f"import torch\n{call}\n")
     err = _as_cuda(tmp_path, "--", str(prog), env={"CUDA_VISIBLE_DEVICES": "0"}, status=3).stderr
     assert f"{named} is not supported on sim" in err
+
+
+TRITON_KERNEL = """\
+import torch, triton, triton.language as tl
+import torch.utils._triton as probes
+
+
+@triton.jit  # defined when the module is imported, as torchtitan's MoE kernels are
+def add_one(x_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + i, tl.load(x_ptr + i, mask=i < n) + 1, mask=i < n)
+
+
+x = torch.ones(8, device="cuda")
+print("has_triton", probes.has_triton(), "sum", (x * 2).sum().item())
+if "launch" in __import__("sys").argv:
+    add_one[(1,)](x, 8, BLOCK=8)
+"""
+
+
+def test_as_cuda_triton_is_absent_and_an_import_of_it_is_named_with_the_way_out(tmp_path):
+    prog = tmp_path / "p.py"
+    prog.write_text("import torch\nimport triton\n")
+    err = _as_cuda(tmp_path, "--", str(prog), status=3).stderr
+    assert "Triton is absent under --as-cuda" in err and "--with-triton" in err
+
+
+def test_with_triton_a_program_that_defines_kernels_runs_and_a_launch_is_refused(tmp_path):
+    prog = tmp_path / "p.py"
+    prog.write_text(TRITON_KERNEL)
+    ran = _as_cuda(tmp_path, "--with-triton", "--", str(prog))
+    # torch's own probe still says no Triton: torch.compile generates sim's kernels
+    assert "has_triton False sum 16.0" in ran.stdout
+    err = _as_cuda(tmp_path, "--with-triton", "--", str(prog), "launch", status=3).stderr
+    assert "launching the Triton kernel add_one is not supported on sim" in err
+    usage = _run_process(tmp_path, "--with-triton", "--", str(prog))
+    assert usage.returncode == 2 and "--with-triton goes with --as-cuda" in usage.stderr
 
 
 @pytest.mark.parametrize("mode", ["device", "map"])

@@ -13,7 +13,8 @@ in ``_cuda.surface`` (docs/as-cuda.md) says. Refused, failing with ``Unsupported
 call (exit 3): custom CUDA kernels (``torch.utils.cpp_extension.load`` / ``load_inline`` /
 ``CUDAExtension``), ``nn.DataParallel`` over several devices. Triton is absent, as on a machine
 without it (``import triton`` is a ModuleNotFoundError; run names sim when the program fails on it,
-and ``importlib.util.find_spec("triton")`` is None). ``torch.compile`` runs, with
+and ``importlib.util.find_spec("triton")`` is None); with ``--with-triton`` it is importable and a
+kernel launched is refused by name. ``torch.compile`` runs, with
 sim's C++ kernels (``_device.compile``).
 """
 from __future__ import annotations
@@ -150,7 +151,9 @@ def _one_device_gather(tensors, dim=0, destination=None, *, out=None):
 
 def triton_refusal() -> str:
     """What a program that needs Triton is told under --as-cuda (after its ModuleNotFoundError)."""
-    return refusal("import triton", "Triton kernels are compiled for a GPU")
+    return ("import triton: Triton is absent under --as-cuda, as on a machine without it (its "
+            "kernels are compiled for a GPU); a program that only imports it, or defines kernels "
+            "it does not launch, runs with --as-cuda --with-triton")
 
 
 def _forget_triton_probes() -> None:
@@ -200,11 +203,13 @@ class AsCuda:
     CUDA tensors and torch's own CUDA-side code (autograd, autocast, composite branches) runs; the
     surface's stand-ins stay. Otherwise the mapping (CudaToSim) is entered."""
 
-    def __init__(self):
+    def __init__(self, with_triton: bool = False):
         self._lightning_hook = None
+        self._triton_hook = None
         self._saved: list[tuple[object, str, object]] = []
         self._mode = CudaToSim()
         self._triton: dict = {}
+        self._with_triton = with_triton
 
     def _set(self, owner, name, value):
         original = getattr(owner, name, None)
@@ -252,17 +257,47 @@ class AsCuda:
             self._lightning_hook = AfterImport("lightning.pytorch.accelerators.cuda",
                                                 self._patch_lightning)
             sys.meta_path.insert(0, self._lightning_hook)
-        # Triton is absent, as on a machine without it: None in sys.modules makes `import
-        # triton` a ModuleNotFoundError (an ImportError) and importlib.util.find_spec("triton")
-        # None, so that every optional probe (torch's, DeepSpeed's, accelerate's, transformers'
-        # is_triton_available) takes its no-Triton branch. A Triton already imported (by torch
-        # or a library) is hidden from the program.
+        if self._with_triton:
+            self._install_triton_without_launches()
+        else:
+            self._hide_triton()
+        if not SERVES_CUDA:
+            self._mode.__enter__()
+
+    def _hide_triton(self) -> None:
+        """Triton is absent, as on a machine without it: None in sys.modules makes `import
+        triton` a ModuleNotFoundError (an ImportError) and importlib.util.find_spec("triton")
+        None, so that every optional probe (torch's, DeepSpeed's, accelerate's, transformers'
+        is_triton_available) takes its no-Triton branch. A Triton already imported (by torch or a
+        library) is hidden from the program."""
         self._triton = {k: sys.modules.pop(k) for k in list(sys.modules)
                         if k == "triton" or k.startswith("triton.")}
         sys.modules["triton"] = None
         _forget_triton_probes()
-        if not SERVES_CUDA:
-            self._mode.__enter__()
+
+    def _install_triton_without_launches(self) -> None:
+        """``--with-triton``: Triton importable, as on a GPU machine, for a program or library
+        that imports it unconditionally (torchtitan defines @triton.jit kernels when it is
+        imported): defining kernels runs, launching one is refused by name, since sim runs no GPU
+        kernel. torch's own probe (torch.utils._triton.has_triton) still says no Triton, so that
+        torch.compile generates sim's kernels."""
+        import torch._inductor.config as inductor_config
+        self._set(inductor_config, "triton_disable_device_detection", True)
+        _forget_triton_probes()
+        if "triton.runtime.jit" in sys.modules:
+            self._refuse_triton_launches()
+        else:
+            self._triton_hook = AfterImport("triton.runtime.jit", self._refuse_triton_launches)
+            sys.meta_path.insert(0, self._triton_hook)
+
+    def _refuse_triton_launches(self) -> None:
+        from triton.runtime.jit import JITFunction
+
+        def run(kernel, *args, **kwargs):
+            name = getattr(getattr(kernel, "fn", None), "__qualname__", None) or repr(kernel)
+            raise UnsupportedOnSim(refusal(f"launching the Triton kernel {name}",
+                                           "Triton kernels are compiled for a GPU"))
+        self._set(JITFunction, "run", run)
 
     def _serve_cuda(self) -> None:
         """Sim serves the CUDA device type; what torch's Python-facing C++ does with CUDA by
@@ -382,8 +417,9 @@ class AsCuda:
     def uninstall(self) -> None:
         if not SERVES_CUDA:
             self._mode.__exit__(None, None, None)
-        if self._lightning_hook is not None and self._lightning_hook in sys.meta_path:
-            sys.meta_path.remove(self._lightning_hook)
+        for hook in (self._lightning_hook, self._triton_hook):
+            if hook is not None and hook in sys.meta_path:
+                sys.meta_path.remove(hook)
         if "triton" in sys.modules and sys.modules["triton"] is None:
             del sys.modules["triton"]
         sys.modules.update(self._triton)

@@ -46,6 +46,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--as-cuda", action="store_true",
                    help="run a program written for CUDA unchanged: 'cuda' devices, .cuda() and "
                         "torch.cuda's API land on sim (README: what is mapped)")
+    p.add_argument("--with-triton", action="store_true",
+                   help="with --as-cuda: Triton importable, as on a GPU machine (a program that "
+                        "imports it unconditionally runs; a Triton kernel launched is refused); "
+                        "without it Triton is absent, as on a machine without it")
     p.add_argument("-o", "--out", help="write the schema-v1 report here (atomically)")
     p.add_argument("-g", "--gate", action="append", default=[],
                    help="evaluate this gate file on the report; exit 1 if a rule fails "
@@ -101,6 +105,7 @@ class RunOptions:
     module: str | None
     program_args: list[str]
     as_cuda: bool
+    with_triton: bool  # --as-cuda with Triton importable (its kernels refused at launch)
     compute: str  # "values" or "shapes" (the package chose it while it was imported)
     out: str | None
     gate: list[str]
@@ -132,7 +137,8 @@ class RunOptions:
         and, with a trace, its format and this trace's clock origin."""
         child = ["--scenario", self.name, "--steps-from", self.steps_from,
                  "--skip-steps", str(self.skip_steps), "--compute", self.compute] + (
-                     ["--as-cuda"] if self.as_cuda else [])
+                     ["--as-cuda"] if self.as_cuda else []) + (
+                     ["--with-triton"] if self.with_triton else [])
         if trace is not None:
             child += ["--trace-format", self.trace_format,
                       "--rank-trace-origin", ",".join(str(x) for x in trace.origin())]
@@ -172,6 +178,8 @@ def _checked(args: argparse.Namespace, script: str | None, module: str | None,
     """The options, each checked in the order that picks the message a bad command line gets;
     raises _Usage."""
     _check_program(args, script, module)
+    if args.with_triton and not args.as_cuda:
+        raise _Usage("--with-triton goes with --as-cuda (Triton kernels are CUDA's)")
     _refuse_empty_paths(args)
     job, torchrun = _torchrun_job(args)
     _check_rank(args)
@@ -195,6 +203,7 @@ def _checked(args: argparse.Namespace, script: str | None, module: str | None,
     bench = os.path.abspath(bench) if bench else bench
     return RunOptions(
         script=script, module=module, program_args=program_args, as_cuda=args.as_cuda,
+        with_triton=args.with_triton,
         compute=args.compute,
         out=args.out, gate=args.gate, expect=args.expect,
         write_expectations=args.write_expectations, strict=args.strict,

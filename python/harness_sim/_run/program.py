@@ -101,7 +101,7 @@ class _Counting:
         if self.exit_hook is not None:
             self.exit_hook.install()
         if self.options.as_cuda:
-            self.cuda = AsCuda()
+            self.cuda = AsCuda(with_triton=self.options.with_triton)
             self.cuda.install()
         self.phases.install()
         if self.spawned is not None:
