@@ -12,9 +12,11 @@ huggingface_hub) gets its own. The drivers in ``program_sweep/`` hold only what 
 configuration and generated data; the training code is the framework's, as installed.
 
 For each program: whether it ran unchanged (run exited 0 and wrote a report) or its first failure
-line; launches, syncs, H2D and D2H per counted step; its sync and copy sites by line (the
-framework's frames); the wall time under run, and of the same command with plain ``python`` on
-this machine (no GPU: the framework takes its CPU path).
+line; launches, syncs, H2D and D2H per counted step, and collectives by kind with their bytes;
+its sync and copy sites by line (the framework's frames); the wall time under run, and of the same
+command with plain ``python`` on this machine (no GPU: the framework takes its CPU path). A
+program of several ranks (``nproc``) is started by torchrun, each rank under ``run`` (rank 0
+writes the report of all); its figures are rank 0's.
 
     scripts/program_sweep.sh [--only NAME,...] [--json OUT.json] [--markdown OUT.md] [--no-cpu]
         [--compare-map]
@@ -61,6 +63,7 @@ class Program:
     driver: str               # program_sweep/<driver>: our configuration and data
     args: tuple = ()
     run_options: tuple = ()   # run's own options (what ends a step)
+    nproc: int = 1            # ranks: above 1, torchrun starts each under run (rank 0 reports)
 
 
 # The Hugging Face releases the pinned environment has (python/requirements-extra.txt), for the
@@ -71,6 +74,14 @@ HF = ("transformers==5.24.0", "accelerate==1.15.0")
 # qat.linear's enable_4w_fake_quant). sentencepiece: the driver trains the tokenizer with it.
 TORCHTUNE = ("torchtune==0.6.1", "torchao==0.15.0", "torchdata==0.11.0", "sentencepiece==0.2.3",
              "omegaconf==2.3.0", "datasets==5.2.0")
+
+# torchtitan 0.2.2: 0.3.0 imports what torch 2.11 does not have yet
+# (torch.distributed.fsdp.DataParallelMeshDims, in full_dtensor.py, which its trainer imports).
+TORCHTITAN = ("torchtitan==0.2.2", "torchdata==0.11.0", "datasets==5.2.0", "tokenizers==0.23.3",
+              "tyro==1.0.17")
+# torchtitan imports Triton unconditionally (its MoE kernels are defined when it is imported):
+# Triton importable, as on a GPU machine; the dense Llama launches no Triton kernel.
+WITH_TRITON = ("--with-triton",)
 
 PROGRAMS = (
     Program("timm", "timm", ("timm==1.0.31",),
@@ -133,6 +144,14 @@ PROGRAMS = (
     Program("torchtune-lora", "torchtune", TORCHTUNE,
             "`tune run lora_finetune_single_device` (as above, lora_llama2), bf16",
             "torchtune_finetune.py", ("lora",)),
+    Program("torchtitan-fsdp2", "torchtitan", TORCHTITAN,
+            "`torchtitan.train` under torchrun (llama3 `debugmodel`, a generated `c4_test`), "
+            "FSDP2 over 2 ranks", "torchtitan_train.py", ("fsdp",), WITH_TRITON, 2),
+    Program("torchtitan-fsdp2-4", "torchtitan", TORCHTITAN, "as above, FSDP2 over 4 ranks",
+            "torchtitan_train.py", ("fsdp",), WITH_TRITON, 4),
+    Program("torchtitan-tp", "torchtitan", TORCHTITAN,
+            "as above, 4 ranks: tensor parallel 2 x FSDP2 2", "torchtitan_train.py", ("tp",),
+            WITH_TRITON, 4),
 )
 
 
@@ -186,6 +205,8 @@ def _link_harness_sim(python: Path) -> None:
     found = torch_only_venv.closure(sys.executable, ("harness-sim",))
     site = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()"
                            "['purelib'])"], check=True, capture_output=True, text=True).stdout.strip()
+    # What an earlier build had and this one has not (a module since moved) goes too.
+    shutil.rmtree(os.path.join(site, "harness_sim"), ignore_errors=True)
     for rel in found["dists"].get("harness-sim", []):
         src = os.path.normpath(os.path.join(found["site"], rel))
         if not src.startswith(found["site"] + os.sep) or not os.path.isfile(src):
@@ -215,7 +236,9 @@ class Outcome:
     unchanged: bool = False
     failure: str = ""
     measured_steps: int = 0
-    per_step: dict = dataclasses.field(default_factory=dict)
+    ranks: int = 1
+    per_step: dict = dataclasses.field(default_factory=dict)   # a rank's: rank 0's
+    collectives: dict = dataclasses.field(default_factory=dict)  # kind -> [count, bytes] / step
     sync_sites: list = dataclasses.field(default_factory=list)
     copy_sites: list = dataclasses.field(default_factory=list)
     seconds_run: float | None = None
@@ -231,6 +254,8 @@ def _last_line(text: str, limit: int = 240) -> str:
 
 
 _EXCEPTION_LINE = re.compile(r"^[A-Za-z_][\w.]*(Error|Exception|Interrupt|Exit)\b[^:]*:")
+# torchrun's own summary of a failed rank: not why it failed
+_LAUNCHER_LINE = re.compile(r"^torch\.distributed\.elastic\.\S*ChildFailedError\b")
 
 
 def _first_failure(stderr: str) -> str:
@@ -241,15 +266,26 @@ def _first_failure(stderr: str) -> str:
         if line.startswith("python -m harness_sim run: error"):
             return line
     for line in reversed(lines):
-        if _EXCEPTION_LINE.match(line):
+        if _EXCEPTION_LINE.match(line) and not _LAUNCHER_LINE.match(line):
             return line[:240]
     return _last_line(stderr)
 
 
 def _steps(report: Path) -> dict | None:
-    """The report's counted steps (None when run found no step boundary in the program)."""
+    """The report's counted steps, a rank's (rank 0's where torchrun started several: the
+    report's `steps` sums them); None when run found no step boundary in the program."""
     (scenario,) = json.loads(report.read_text())["scenarios"]
-    return {v["name"]: v for v in scenario["variants"]}.get("steps")
+    variants = {v["name"]: v for v in scenario["variants"]}
+    return variants.get("rank0/steps", variants.get("steps"))
+
+
+def _launcher(program: Program, python: str) -> list:
+    """What starts `program`'s processes: `python`, or torchrun (`torch.distributed.run`, as
+    the `torchrun` script does) starting `nproc` of them on this machine."""
+    if program.nproc == 1:
+        return [python]
+    return [python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node",
+            str(program.nproc)]
 
 
 def run_program(program: Program, python: str, cpu: bool, compare_map: bool = False,
@@ -257,7 +293,8 @@ def run_program(program: Program, python: str, cpu: bool, compare_map: bool = Fa
     """`program` under `run --as-cuda` in `python`'s environment (and, with `cpu`, plainly): its
     outcome; its report kept at `out` when given."""
     outcome = Outcome(program.name, program.framework, _version_of(python, program.framework),
-                      program.entry)
+                      program.entry, ranks=program.nproc)
+    launcher = _launcher(program, python)
     env = {**os.environ, **QUIET_ENV,
            "PYTHONPATH": os.pathsep.join([str(DRIVERS), os.environ.get("PYTHONPATH", "")])}
     env.pop("HARNESS_SIM_AS_CUDA", None)
@@ -265,7 +302,7 @@ def run_program(program: Program, python: str, cpu: bool, compare_map: bool = Fa
     with tempfile.TemporaryDirectory(prefix=f"sweep-{program.name}-") as work:
         report = out or Path(work) / "report.json"
         start = time.monotonic()
-        r = _run([python, "-m", "harness_sim", "run", "--as-cuda", *program.run_options,
+        r = _run([*launcher, "-m", "harness_sim", "run", "--as-cuda", *program.run_options,
                   "--out", str(report), "--", *driver], work, env)
         outcome.seconds_run = round(time.monotonic() - start, 1)
         if r.returncode == 0 and report.exists():
@@ -281,7 +318,7 @@ def run_program(program: Program, python: str, cpu: bool, compare_map: bool = Fa
             outcome.mapped = _mapped(program, python, driver, work, env)
         if cpu:
             start = time.monotonic()
-            plain = _run([python, *driver], work, env)
+            plain = _run([*launcher, *driver], work, env)
             outcome.seconds_cpu = round(time.monotonic() - start, 1)
             if plain.returncode != 0:
                 outcome.cpu_failure = f"exit {plain.returncode}: {_first_failure(plain.stderr)}"
@@ -300,8 +337,9 @@ def _mapped(program: Program, python: str, driver: list, work: str, env: dict) -
     """The same run with CUDA's names mapped to sim instead (HARNESS_SIM_AS_CUDA=map): whether
     the program ran, and its syncs per step; or its failure."""
     report = Path(work) / "mapped.json"
-    r = _run([python, "-m", "harness_sim", "run", "--as-cuda", *program.run_options, "--out",
-              str(report), "--", *driver], work, {**env, "HARNESS_SIM_AS_CUDA": "map"})
+    r = _run([*_launcher(program, python), "-m", "harness_sim", "run", "--as-cuda",
+              *program.run_options, "--out", str(report), "--", *driver], work,
+             {**env, "HARNESS_SIM_AS_CUDA": "map"})
     if r.returncode != 0 or not report.exists():
         return f"no: exit {r.returncode}: {_first_failure(r.stderr)}"
     steps = _steps(report)
@@ -320,8 +358,13 @@ def _run(cmd: list, cwd: str, env: dict) -> subprocess.CompletedProcess:
 
 def _read_report(outcome: Outcome, steps: dict) -> None:
     outcome.measured_steps = steps["measured_steps"]
-    outcome.per_step = {k: steps["per_step"].get(f"{k}.count")
-                        for k in ("launch", "sync", "h2d", "d2h")}
+    per_step = steps["per_step"]
+    outcome.per_step = {k: per_step.get(f"{k}.count") for k in ("launch", "sync", "h2d", "d2h")}
+    outcome.collectives = {key[len("collective."):-len(".count")]:
+                           [value, per_step.get(key[:-len("count")] + "bytes")]
+                           for key, value in per_step.items()
+                           if key.startswith("collective.") and key.endswith(".count")
+                           and key != "collective.count" and value}
     outcome.sync_sites = [(s["count"], s["op"], s["reason"], s["frame"])
                           for s in steps.get("sync_sites", [])]
     outcome.copy_sites = [(c["count"], c["kind"], c["how"], c["frame"])
@@ -341,20 +384,38 @@ def _figure(value) -> str:
     return str(value)
 
 
+def _size(n) -> str:
+    """Bytes as a reader takes them in: B, kB, MB (powers of 1000)."""
+    if n is None:
+        return "?"
+    for unit, scale in (("MB", 1e6), ("kB", 1e3)):
+        if n >= scale:
+            return f"{_figure(round(n / scale, 2))} {unit}"
+    return f"{_figure(n)} B"
+
+
+def _collectives(o: Outcome) -> str:
+    """A rank's collectives per step by kind, with their bytes; '-' for none."""
+    return ", ".join(f"{_figure(count)} {kind} ({_size(size)})"
+                     for kind, (count, size) in sorted(o.collectives.items())) or "-"
+
+
 def render_markdown(outcomes: list[Outcome], torch_version: str) -> str:
     ran = sum(o.unchanged for o in outcomes)
     lines = [f"{ran} of {len(outcomes)} programs ran unchanged under `run --as-cuda` "
-             f"(torch {torch_version}).", "",
+             f"(torch {torch_version}). Under torchrun the figures are rank 0's.", "",
              "| program | framework | entry point | unchanged | steps | launches / step | "
-             "syncs / step | H2D / step | D2H / step | run s | plain CPU s | with the mapping |",
-             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+             "syncs / step | H2D / step | D2H / step | collectives / step | run s | plain CPU s | "
+             "with the mapping |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for o in outcomes:
         p = o.per_step
         lines.append(
             f"| {o.name} | {o.framework} {o.version} | {o.entry} | "
             f"{('yes' + (' (' + o.failure + ')' if o.failure else '')) if o.unchanged else 'no: ' + o.failure.replace('|', '/')} | "
             f"{o.measured_steps or '-'} | {_figure(p.get('launch'))} | {_figure(p.get('sync'))} | "
-            f"{_figure(p.get('h2d'))} | {_figure(p.get('d2h'))} | {_figure(o.seconds_run)} | "
+            f"{_figure(p.get('h2d'))} | {_figure(p.get('d2h'))} | {_collectives(o)} | "
+            f"{_figure(o.seconds_run)} | "
             f"{_figure(o.seconds_cpu)}{' (failed: ' + o.cpu_failure + ')' if o.cpu_failure else ''} | "
             f"{o.mapped.replace('|', '/') or '-'} |")
     lines += ["", "Sync and copy sites in the counted steps, by line:", ""]
@@ -421,6 +482,7 @@ def main(argv=None) -> int:
         per = outcome.per_step
         log("ran unchanged: " + (", ".join(f"{k} {_figure(v)}/step" for k, v in per.items())
                                  or outcome.failure)
+            + (f"; collectives {_collectives(outcome)}/step" if outcome.collectives else "")
             + f" ({outcome.seconds_run} s; plain CPU {outcome.seconds_cpu} s)"
             if outcome.unchanged else f"FAILED: {outcome.failure}")
     torch_version = _pinned_torch(sys.executable)
