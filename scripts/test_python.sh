@@ -9,7 +9,7 @@
 #      torch's OpInfo database, transformers and accelerate, DeepSpeed; and what is built for that torch:
 #      python/requirements-extra-torch<release>.txt, torchvision for 2.11) when one is not
 #      importable (the tests that need them are skipped without them);
-#   5. pytest python/tests.
+#   5. pytest python/tests, on every core (pytest-xdist, one file's tests together).
 # Not part of the README's two commands (the torch wheel and its CUDA wheels are 5 GB); CI runs
 # it for both releases (.ci/run). Arguments go to pytest, e.g. scripts/test_python.sh -k fidelity -s
 # Environment: HARNESS_TORCH (2.11 or 2.15), BUILD_DIR (default build), as scripts/setup.sh;
@@ -39,11 +39,19 @@ install_extra() {  # $1: the requirements file, $2: what its modules are, $3: an
     say "warning: pip could not install ${1#"$repo"/}: the tests of $2 are skipped"
 }
 install_extra "$repo/python/requirements-extra.txt" \
-  "HolisticTraceAnalysis, jsonargparse, Hydra, expecttest, transformers, accelerate, DeepSpeed" \
-  "import hta, jsonargparse, docstring_parser, typeshed_client, hydra, expecttest, transformers, accelerate, deepspeed"
+  "pytest-xdist, HolisticTraceAnalysis, jsonargparse, Hydra, expecttest, transformers, accelerate, DeepSpeed" \
+  "import xdist, hta, jsonargparse, docstring_parser, typeshed_client, hydra, expecttest, transformers, accelerate, deepspeed"
 torch_release=$("$py" -c "import torch; print('.'.join(torch.__version__.split('.')[:2]))")
 if [ -f "$repo/python/requirements-extra-torch$torch_release.txt" ]; then
   install_extra "$repo/python/requirements-extra-torch$torch_release.txt" "torchvision" "import torchvision"
 fi
 cd "$repo"
-HARNESS_BENCH=$build_dir/bench/bench "$py" -m pytest python/tests -q -p no:cacheprovider --durations=15 --durations-min=5 "$@"
+# On every core (HARNESS_PYTEST_WORKERS: how many; 1 runs them in this process): pytest-xdist,
+# one file's tests on one worker, so that a module's fixture is made once.
+workers=${HARNESS_PYTEST_WORKERS:-$(nproc)}
+parallel=()
+if [ "$workers" -gt 1 ] && "$py" -c "import xdist" 2>/dev/null; then
+  parallel=(-n "$workers" --dist loadfile)
+fi
+HARNESS_BENCH=$build_dir/bench/bench "$py" -m pytest python/tests -q -p no:cacheprovider \
+  --durations=15 --durations-min=5 "${parallel[@]}" "$@"
