@@ -2,6 +2,7 @@
 // (torch/optim/adam.py, PyTorch 2.11): _single_tensor_adam and _multi_tensor_adam with
 // capturable=True, and _fused_adam. Python operators map to the ops PyTorch dispatches:
 // `1 - t` is rsub, `x ** t` is pow(Scalar, Tensor), `x / t` is t.reciprocal() * x.
+#include <ATen/TensorOperators.h>
 #include <ATen/ops/_foreach_add.h>
 #include <ATen/ops/_foreach_addcdiv.h>
 #include <ATen/ops/_foreach_addcmul.h>
