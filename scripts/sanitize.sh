@@ -25,12 +25,8 @@ else
   selection=(-L '^sanitize$')
 fi
 
-# No precompiled header here: a clean clone (CI) rebuilds it, and its .gch differs from clone to
-# clone, so every unit compiled with it missed ccache (the harness library's unity batches: 4.5 of
-# this stage's minutes); without it they hit (docs/build.md).
 BUILD_DIR=$build_dir HARNESS_WITH_TEST_TOOLS=1 HARNESS_BUILD_TARGETS=$targets \
-  HARNESS_CMAKE_ARGS="-DHARNESS_SANITIZERS=$sanitizers -DCMAKE_DISABLE_PRECOMPILE_HEADERS=ON" \
-  "$repo/scripts/setup.sh"
+  HARNESS_CMAKE_ARGS="-DHARNESS_SANITIZERS=$sanitizers" "$repo/scripts/setup.sh"
 
 supp=$repo/scripts/sanitizers
 # detect_leaks: LeakSanitizer is on, with the suppressions for LibTorch's process-lifetime objects.
