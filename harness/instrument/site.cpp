@@ -8,18 +8,19 @@ namespace {
 thread_local const CodeSite* t_innermost = nullptr;
 std::atomic<SiteResolver> g_resolver{nullptr};
 
-// __FILE__ is absolute in this build: keep the path from the source tree's top directory, so
-// that two machines' reports name the same file.
+// __FILE__ is absolute, or relative to the source tree's top directory where the build maps the
+// tree's path away (-fmacro-prefix-map, so that a unit's text is the same in every clone and ccache
+// finds it): keep the path from the top directory either way, so that two machines' reports name
+// the same file.
 std::string from_source_top(const char* file) {
-  const std::string path(file);
+  const std::string path = std::string("/") + file;  // "/" first: a relative path's top counts too
   std::string::size_type top_at = std::string::npos;  // the innermost top directory in the path
   for (const char* top : {"/harness/", "/scenarios/", "/bench/", "/tests/", "/python/"}) {
     const auto at = path.rfind(top);
     if (at != std::string::npos && (top_at == std::string::npos || at > top_at)) top_at = at;
   }
   if (top_at != std::string::npos) return path.substr(top_at + 1);
-  const auto slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
+  return path.substr(path.rfind('/') + 1);
 }
 
 }  // namespace
