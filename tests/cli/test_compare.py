@@ -12,6 +12,8 @@ import sys
 import tempfile
 import unittest
 
+from suite_parts import load_tests  # noqa: F401 (CLI_PART: ctest runs parts)
+
 BENCH = os.environ["BENCH"]
 SOURCE_DIR = os.environ["SOURCE_DIR"]
 BASELINE_GATE = os.path.join(SOURCE_DIR, "reports", "gates", "baseline.json")

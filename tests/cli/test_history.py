@@ -15,6 +15,8 @@ import stat
 import subprocess
 import tempfile
 import unittest
+
+from suite_parts import load_tests  # noqa: F401 (CLI_PART: ctest runs parts)
 import xml.etree.ElementTree as ET
 
 BENCH = os.environ["BENCH"]
