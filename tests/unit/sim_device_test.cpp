@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "harness/instrument/collector.h"
+#include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/phase.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/instrument/site.h"
@@ -483,6 +484,34 @@ TEST_F(SimDevice, SiteScopesNameTheLinesOfSyncsAndCopies) {
   EXPECT_EQ(copies[1].kind + " " + copies[1].how + " " + copies[1].frame, "H2D pageable " + inner);
   EXPECT_EQ(copies[0].count, 1);
   EXPECT_EQ(copies[0].bytes, 16);
+}
+
+// The fallback keeps each sim tensor's CPU alias for the next op on it (sim_storage.cpp): an
+// alias is reused only while it still is one -- the tensor's geometry, storage and bytes
+// unchanged -- and keeps no device memory alive.
+TEST_F(SimDevice, AKeptAliasFollowsItsTensor) {
+  const at::Tensor host = at::arange(6, at::kFloat);
+  at::Tensor x = host.to(dev0).view({2, 3});
+  EXPECT_TRUE(at::equal((x + 0).cpu(), host.view({2, 3})));  // x's alias is kept now
+  x.t_();                                                       // same storage, new strides
+  EXPECT_TRUE(at::equal((x + 0).cpu(), host.view({2, 3}).t()));
+  x.resize_({4});  // within its bytes: new sizes
+  EXPECT_TRUE(at::equal((x + 0).cpu(), host.slice(0, 0, 4)));
+  const at::Tensor other = at::full({4}, 7.0f).to(dev0);
+  x.set_(other);  // another storage
+  EXPECT_TRUE(at::equal((x + 0).cpu(), at::full({4}, 7.0f)));
+  at::Tensor out = at::empty({0}, at::TensorOptions().device(dev0));
+  (void)(out + 0);                               // out's alias kept, over no bytes
+  at::add_out(out, other, other);                // the CPU kernel grows out: new bytes
+  EXPECT_TRUE(at::equal((out + 0).cpu(), at::full({4}, 14.0f)));
+  // A dead tensor's memory goes back to its device, alias kept or not.
+  const int64_t before = memory::stats(0).allocated_bytes;
+  {
+    const at::Tensor big = at::ones({1 << 16}).to(dev0);
+    (void)(big + 0);
+    EXPECT_GE(memory::stats(0).allocated_bytes, before + (int64_t{4} << 16));
+  }
+  EXPECT_EQ(memory::stats(0).allocated_bytes, before);
 }
 
 // A resolver (harness_sim's: the Python frames) comes before the scopes; where it has nothing to

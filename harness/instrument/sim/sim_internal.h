@@ -67,6 +67,12 @@ bool adopt_in_place(const at::Tensor& output, c10::Device device);
 at::Tensor to_device(const at::Tensor& host_result, c10::Device device);
 // A CPU tensor over the same memory as sim tensor `sim_tensor` (same geometry).
 at::Tensor cpu_alias(const at::Tensor& sim_tensor);
+// The CPU alias the boxed fallback hands a CPU kernel for `sim_tensor`: cpu_alias's, but kept in
+// this thread's cache for the next op on the same tensor (a parameter, an optimizer state, an
+// activation read twice), and over bytes it does not own (the op's arguments keep them alive).
+// A kernel that replaces the alias's storage (grows an out= argument): forget_cpu_alias after.
+at::Tensor cached_cpu_alias(const at::Tensor& sim_tensor);
+void forget_cpu_alias(const at::Tensor& sim_tensor);
 // What sim's kernels compute on in place of a sim tensor (sim_device.h, Compute): its CPU alias,
 // or under Compute::kShapes a meta tensor of its geometry (no bytes; nothing the op computes).
 at::Tensor compute_alias(const at::Tensor& sim_tensor);

@@ -386,7 +386,7 @@ class FallbackCall {
                   "found at least two devices, ", device_->str(), " and ", t.device().str(),
                   "! (in ", schema_.name(), ")");
     }
-    aliased_.push_back({t, compute_alias(t)});
+    aliased_.push_back({t, computes_shapes_only() ? compute_alias(t) : cached_cpu_alias(t)});
     return aliased_.back().cpu;
   }
 
@@ -414,6 +414,7 @@ class FallbackCall {
       c10::StorageImpl* storage = sim->storage().unsafeGetStorageImpl();
       storage->set_data_ptr_noswap(adopt_bytes(grown, a.sim.device()));
       storage->set_nbytes(grown.nbytes());
+      forget_cpu_alias(a.sim);  // its alias owns the new bytes now: not kept past the op
     }
     if (sim->sizes() != cpu->sizes() || sim->strides() != cpu->strides() ||
         sim->storage_offset() != cpu->storage_offset()) {

@@ -5,6 +5,8 @@
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/DeviceGuard.h>
 
+#include <cstdint>
+
 #include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/sim/sim_device.h"
 #include "harness/instrument/sim/sim_internal.h"
@@ -118,6 +120,71 @@ at::Tensor to_device(const at::Tensor& host_result, c10::Device device) {
 at::Tensor cpu_alias(const at::Tensor& sim_tensor) {
   return make_tensor_on(cpu_view_of_storage(sim_tensor.storage()), kCpuKeys, sim_tensor);
 }
+
+namespace {
+
+// This thread's CPU aliases of the sim tensors its ops ran on, for the next op on the same tensor
+// (cached_cpu_alias). Direct-mapped by the address of the sim tensor's TensorImpl. An entry holds
+// no reference to the sim tensor or its memory: its alias's storage does not own the bytes (a
+// dead tensor's memory is freed and discharged as without the cache), and a hit is one whose
+// tensor, storage, bytes and geometry are those of the entry -- so a new tensor at a dead one's
+// address, over the same bytes with the same geometry, gets an alias that is right for it too.
+class AliasCache {
+ public:
+  static constexpr size_t kEntries = 256;
+
+  at::Tensor alias_of(const at::Tensor& sim_tensor) {
+    c10::TensorImpl* sim = sim_tensor.unsafeGetTensorImpl();
+    Entry& entry = entries_[slot_of(sim)];
+    if (entry.sim == sim && still_aliases(entry, *sim)) return entry.cpu;
+    const c10::Storage& storage = sim->storage();
+    c10::DataPtr bytes(storage.mutable_data(), c10::Device(c10::DeviceType::CPU));  // not owned
+    c10::Storage view(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(bytes),
+                      c10::GetCPUAllocator(), /*resizable=*/true);
+    entry = {sim, storage.unsafeGetStorageImpl(), make_tensor_on(std::move(view), kCpuKeys,
+                                                                 sim_tensor)};
+    return entry.cpu;
+  }
+
+  void forget(const at::Tensor& sim_tensor) {
+    c10::TensorImpl* sim = sim_tensor.unsafeGetTensorImpl();
+    Entry& entry = entries_[slot_of(sim)];
+    if (entry.sim == sim) entry = {};
+  }
+
+ private:
+  struct Entry {
+    const c10::TensorImpl* sim = nullptr;         // compared, never dereferenced
+    const c10::StorageImpl* storage = nullptr;    // the sim tensor's storage when aliased
+    at::Tensor cpu;
+  };
+
+  static size_t slot_of(const c10::TensorImpl* sim) {
+    return (reinterpret_cast<uintptr_t>(sim) >> 4) * 0x9E3779B97F4A7C15ull >> 56;  // 8 bits
+  }
+
+  static bool still_aliases(const Entry& entry, const c10::TensorImpl& sim) {
+    const c10::TensorImpl& cpu = *entry.cpu.unsafeGetTensorImpl();
+    const c10::Storage& storage = sim.storage();
+    return entry.storage == storage.unsafeGetStorageImpl() &&
+           cpu.storage().data() == storage.data() && cpu.storage().nbytes() == storage.nbytes() &&
+           cpu.dtype() == sim.dtype() && cpu.storage_offset() == sim.storage_offset() &&
+           cpu.sizes() == sim.sizes() && cpu.strides() == sim.strides() &&
+           cpu.is_conj() == sim.is_conj() && cpu.is_neg() == sim.is_neg() &&
+           entry.cpu.use_count() == 1;  // no op holds it now (one may have kept it: a new one)
+  }
+
+  Entry entries_[kEntries];
+};
+static_assert(AliasCache::kEntries == 256, "slot_of takes the hash's top 8 bits");
+
+thread_local AliasCache t_aliases;
+
+}  // namespace
+
+at::Tensor cached_cpu_alias(const at::Tensor& sim_tensor) { return t_aliases.alias_of(sim_tensor); }
+
+void forget_cpu_alias(const at::Tensor& sim_tensor) { t_aliases.forget(sim_tensor); }
 
 at::Tensor compute_alias(const at::Tensor& sim_tensor) {
   if (!computes_shapes_only()) return cpu_alias(sim_tensor);
