@@ -15,9 +15,9 @@ import stat
 import subprocess
 import tempfile
 import unittest
+import xml.etree.ElementTree as ET
 
 from suite_parts import load_tests  # noqa: F401 (CLI_PART: ctest runs parts)
-import xml.etree.ElementTree as ET
 
 BENCH = os.environ["BENCH"]
 SOURCE_DIR = os.environ["SOURCE_DIR"]

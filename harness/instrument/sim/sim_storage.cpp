@@ -49,12 +49,18 @@ at::Tensor make_tensor_on(c10::Storage storage, c10::DispatchKeySet keys, const 
   return at::Tensor(std::move(impl));
 }
 
+namespace {
+// A CPU storage of `storage`'s size over `bytes` (its bytes), resizable with the CPU allocator.
+c10::Storage cpu_storage_over(const c10::Storage& storage, c10::DataPtr bytes) {
+  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(bytes),
+                      c10::GetCPUAllocator(), /*resizable=*/true);
+}
+}  // namespace
+
 // Not counted: it allocates nothing (its DataPtr only keeps the sim storage alive).
 c10::Storage cpu_view_of_storage(const c10::Storage& storage) {
-  c10::DataPtr ptr(storage.mutable_data(), hold_storage(storage), &release_storage,
-                   c10::Device(c10::DeviceType::CPU));
-  return c10::Storage(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(ptr),
-                      c10::GetCPUAllocator(), /*resizable=*/true);
+  return cpu_storage_over(storage, {storage.mutable_data(), hold_storage(storage),
+                                    &release_storage, c10::Device(c10::DeviceType::CPU)});
 }
 
 c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::Device device) {
@@ -138,9 +144,8 @@ class AliasCache {
     Entry& entry = entries_[slot_of(sim)];
     if (entry.sim == sim && still_aliases(entry, *sim)) return entry.cpu;
     const c10::Storage& storage = sim->storage();
-    c10::DataPtr bytes(storage.mutable_data(), c10::Device(c10::DeviceType::CPU));  // not owned
-    c10::Storage view(c10::Storage::use_byte_size_t(), storage.nbytes(), std::move(bytes),
-                      c10::GetCPUAllocator(), /*resizable=*/true);
+    c10::Storage view = cpu_storage_over(  // over bytes it does not own
+        storage, c10::DataPtr(storage.mutable_data(), c10::Device(c10::DeviceType::CPU)));
     entry = {sim, storage.unsafeGetStorageImpl(), make_tensor_on(std::move(view), kCpuKeys,
                                                                  sim_tensor)};
     return entry.cpu;
