@@ -514,6 +514,23 @@ TEST_F(SimDevice, AKeptAliasFollowsItsTensor) {
   EXPECT_EQ(memory::stats(0).allocated_bytes, before);
 }
 
+// A step's new tensors come at the addresses of the last step's dead ones: the slot's alias, held
+// by no one, is made the new tensor's (its bytes, dtype and geometry), never reused as it was.
+// Fails if rebinding keeps the old bytes or the old dtype.
+TEST_F(SimDevice, ADeadTensorsAliasIsRemadeForTheNextOne) {
+  const std::vector<at::ScalarType> types = {at::kFloat, at::kDouble, at::kLong, at::kComplexFloat};
+  for (int i = 0; i < 24; ++i) {
+    const at::ScalarType type = types[i % types.size()];
+    const int64_t n = 2 + i % 5;
+    const at::Tensor host = (at::arange(n * 3, at::kDouble) + i).to(type).view({n, 3});
+    at::Tensor x = host.to(dev0);  // often at the TensorImpl address of the last round's x
+    if (i % 3 == 1) x = x.t();
+    const at::Tensor want = i % 3 == 1 ? host.t() : host;
+    EXPECT_TRUE(at::equal((x * 2).cpu(), want * 2)) << "round " << i << ", " << type;
+    EXPECT_TRUE(at::equal((x + x).cpu(), want * 2)) << "round " << i << ", " << type;
+  }
+}
+
 // A resolver (harness_sim's: the Python frames) comes before the scopes; where it has nothing to
 // say for the thread, the scopes name the site.
 bool resolver_answers = true;

@@ -144,10 +144,14 @@ class AliasCache {
     Entry& entry = entries_[slot_of(sim)];
     if (entry.sim == sim && still_aliases(entry, *sim)) return entry.cpu;
     const c10::Storage& storage = sim->storage();
-    c10::Storage view = cpu_storage_over(  // over bytes it does not own
-        storage, c10::DataPtr(storage.mutable_data(), c10::Device(c10::DeviceType::CPU)));
-    entry = {sim, storage.unsafeGetStorageImpl(), make_tensor_on(std::move(view), kCpuKeys,
-                                                                 sim_tensor)};
+    if (held_by_entry_alone(entry)) {
+      rebind(entry.cpu, sim_tensor);  // the slot's alias, no longer of use, for this tensor
+    } else {
+      c10::Storage view = cpu_storage_over(storage, unowned_cpu_bytes(storage));
+      entry.cpu = make_tensor_on(std::move(view), kCpuKeys, sim_tensor);
+    }
+    entry.sim = sim;
+    entry.storage = storage.unsafeGetStorageImpl();
     return entry.cpu;
   }
 
@@ -166,6 +170,39 @@ class AliasCache {
 
   static size_t slot_of(const c10::TensorImpl* sim) {
     return (reinterpret_cast<uintptr_t>(sim) >> 4) * 0x9E3779B97F4A7C15ull >> 56;  // 8 bits
+  }
+
+  // The bytes of a sim storage, as a CPU DataPtr that does not own them.
+  static c10::DataPtr unowned_cpu_bytes(const c10::Storage& storage) {
+    return c10::DataPtr(storage.mutable_data(), c10::Device(c10::DeviceType::CPU));
+  }
+
+  // Whether the slot's alias and its storage are held by the slot only: no op kept the alias, a
+  // view of it or its storage, so it can be made the alias of another tensor.
+  static bool held_by_entry_alone(const Entry& entry) {
+    if (!entry.cpu.defined()) return false;
+    const c10::TensorImpl* cpu = entry.cpu.unsafeGetTensorImpl();
+    return entry.cpu.use_count() == 1 && entry.cpu.weak_use_count() == 1 &&
+           cpu->storage().use_count() == 1 && cpu->allow_tensor_metadata_change();
+  }
+
+  // Makes `cpu` (held by its slot alone) the alias of `sim_tensor`: its storage over the sim
+  // storage's bytes, its dtype, geometry and conj/neg bits -- what cpu_alias() gives a new one,
+  // without allocating a TensorImpl and a StorageImpl (most misses are a step's new tensors, at
+  // the addresses of the last step's).
+  static void rebind(at::Tensor& cpu, const at::Tensor& sim_tensor) {
+    c10::TensorImpl* impl = cpu.unsafeGetTensorImpl();
+    const c10::Storage& storage = sim_tensor.storage();
+    c10::StorageImpl* view = impl->storage().unsafeGetStorageImpl();
+    view->set_data_ptr_noswap(unowned_cpu_bytes(storage));
+    view->set_nbytes(storage.nbytes());
+    if (impl->dtype() != sim_tensor.dtype()) {
+      impl->set_storage_and_dtype(impl->storage(), sim_tensor.dtype());
+    }
+    impl->set_sizes_and_strides(sim_tensor.sizes(), sim_tensor.strides(),
+                                sim_tensor.storage_offset());
+    impl->_set_conj(sim_tensor.is_conj());
+    impl->_set_neg(sim_tensor.is_neg());
   }
 
   static bool still_aliases(const Entry& entry, const c10::TensorImpl& sim) {
