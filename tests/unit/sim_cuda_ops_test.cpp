@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "harness/instrument/collector.h"
+#include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/sim/sim_device.h"
 
 namespace harness {
@@ -91,6 +92,61 @@ TEST_F(SimCudaOps, LstmIsOneCudnnRnnForwardAndBackwardWithCpuValues) {
   for (size_t i = 0; i < params.size(); ++i) {
     EXPECT_TRUE(at::allclose(sim_params[i].grad().cpu(), cpu_params[i].grad(), 1e-4, 1e-4)) << i;
   }
+}
+
+// The forward keeps its host graph in the reserve (as cuDNN's reserve space keeps activations)
+// and its backward runs it; a graph retained for a second backward makes autograd save a copy of
+// the reserve, and that backward recomputes the forward, drawing the forward's dropout masks
+// again. Both give the CPU's gradients without dropout, and the same ones with it. The kept
+// graph's memory is the device's until the autograd graph dies, backward or not.
+TEST_F(SimCudaOps, LstmBackwardRunsTheKeptGraphOrRecomputesWithTheSameResult) {
+  const at::Tensor x = at::randn({6, 3, 4});
+  std::vector<at::Tensor> params;
+  for (int layer = 0; layer < 2; ++layer) {
+    params.insert(params.end(), {at::randn({20, layer == 0 ? 4 : 5}), at::randn({20, 5}),
+                                 at::randn({20}), at::randn({20})});
+  }
+  const at::Tensor h = at::zeros({2, 3, 5}), c = at::zeros({2, 3, 5});
+  // The output and the parameters' gradients after `backwards` backward passes, on x's device.
+  const auto run = [&](const at::Tensor& input, double dropout, int backwards) {
+    std::vector<at::Tensor> p;
+    for (const at::Tensor& t : params) {
+      p.push_back(input.is_cpu() ? t.clone().requires_grad_() : on_sim(t, true));
+    }
+    at::manual_seed(7);
+    const at::Tensor out = std::get<0>(
+        at::lstm(input, {input.is_cpu() ? h : on_sim(h), input.is_cpu() ? c : on_sim(c)}, p,
+                 true, 2, dropout, true, false, false));
+    for (int i = 0; i < backwards; ++i) out.sum().backward({}, /*retain_graph=*/i + 1 < backwards);
+    std::vector<at::Tensor> results = {out.cpu()};
+    for (const at::Tensor& t : p) results.push_back(t.grad().cpu() / backwards);
+    return results;
+  };
+  const auto expect_close = [](const std::vector<at::Tensor>& a, const std::vector<at::Tensor>& b,
+                               const std::string& what) {
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_TRUE(at::allclose(a[i], b[i], 1e-4, 1e-4)) << what << ", result " << i;
+    }
+  };
+  const std::vector<at::Tensor> cpu = run(x, 0.0, 1);
+  expect_close(run(on_sim(x), 0.0, 1), cpu, "kept graph");
+  expect_close(run(on_sim(x), 0.0, 2), cpu, "recomputed");
+  // The first dropout on a device makes its dropout state, drawing its seed from the CPU
+  // generator (RNN.cpp's get_dropout_state, as on CUDA): made before the two runs compared.
+  (void)run(on_sim(x), 0.5, 1);
+  const std::vector<at::Tensor> kept = run(on_sim(x), 0.5, 1);
+  expect_close(run(on_sim(x), 0.5, 2), kept, "dropout, recomputed vs kept");
+
+  std::vector<at::Tensor> sim_params;
+  for (const at::Tensor& p : params) sim_params.push_back(on_sim(p, true));
+  const at::Tensor xs = on_sim(x), hs = on_sim(h), cs = on_sim(c);
+  const int64_t before = memory::stats(0).allocated_bytes;
+  {
+    const at::Tensor out =  // a forward whose backward never comes
+        std::get<0>(at::lstm(xs, {hs, cs}, sim_params, true, 2, 0.0, true, false, false));
+    EXPECT_GT(memory::stats(0).allocated_bytes, before + 4 * out.nbytes());  // the graph, held
+  }
+  EXPECT_EQ(memory::stats(0).allocated_bytes, before);
 }
 
 TEST_F(SimCudaOps, AttentionTakesTheBackendAnH100Takes) {

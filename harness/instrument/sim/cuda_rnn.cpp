@@ -35,6 +35,8 @@
 #include <torch/library.h>
 
 #include <map>
+#include <memory>
+#include <optional>
 #include <mutex>
 #include <tuple>
 #include <vector>
@@ -145,6 +147,75 @@ at::Tensor sequence_layout(const at::Tensor& t, const RnnShape& s,
   return s.batch_first && batch_sizes.empty() ? with_memory_order(t, {1, 0, 2}) : t.contiguous();
 }
 
+// The host RNN with its autograd graph: the leaves a backward differentiates with respect to
+// (input, hx, cx if any, the weights) and the results, with their grad_fn.
+struct HostRnnGraph {
+  std::vector<at::Tensor> inputs;
+  bool has_cx = false;
+  at::Tensor out, hy, cy;
+};
+
+// Runs the host RNN under autograd, with `leaf` making each argument a leaf.
+template <class Leaf>
+HostRnnGraph host_rnn_graph(const RnnShape& shape, const at::Tensor& input,
+                            const at::Tensor& batch_sizes, const at::Tensor& hx,
+                            const std::optional<at::Tensor>& cx, at::TensorList weight,
+                            Leaf&& leaf) {
+  HostRnnGraph graph;
+  graph.has_cx = cx.has_value() && cx->defined();
+  graph.inputs.push_back(leaf(on_host(input)));
+  graph.inputs.push_back(leaf(on_host(hx)));
+  if (graph.has_cx) graph.inputs.push_back(leaf(on_host(*cx)));
+  std::vector<at::Tensor> w;
+  for (const at::Tensor& t : weight) w.push_back(leaf(on_host(t)));
+  graph.inputs.insert(graph.inputs.end(), w.begin(), w.end());
+  std::tie(graph.out, graph.hy, graph.cy) =
+      host_rnn(shape, graph.inputs[0], batch_sizes, graph.inputs[1],
+               graph.has_cx ? graph.inputs[2] : at::Tensor(), w);
+  return graph;
+}
+
+// `_cudnn_rnn`'s reserve on sim, as cuDNN's reserve space keeps what its backward needs: the CPU
+// generator's state before the forward (for a backward that recomputes it, to draw the same
+// dropout masks) and, when a backward will come, the forward's host graph, which that backward
+// runs instead of recomputing the forward. What the graph holds was allocated as the launch's
+// device memory and stays so until the reserve dies with the autograd node that saved it.
+struct RnnReserve {
+  at::Tensor rng_state;
+  std::optional<HostRnnGraph> graph;
+};
+
+void release_rnn_reserve(void* ctx) { delete static_cast<RnnReserve*>(ctx); }
+
+at::Tensor reserve_on(c10::Device device, std::unique_ptr<RnnReserve> reserve) {
+  const at::Tensor state = reserve->rng_state;
+  c10::Storage storage(c10::Storage::use_byte_size_t(), state.nbytes(),
+                       c10::DataPtr(state.data_ptr(), reserve.release(), &release_rnn_reserve,
+                                    device),
+                       device_allocator(device.type()), /*resizable=*/false);
+  return make_tensor_on(std::move(storage), keys_of(device.type()), state);
+}
+
+// The forward's graph that `reserve` keeps, or nullptr (none kept; or a copy of the reserve,
+// which autograd saves when the graph is retained for a second backward).
+const HostRnnGraph* kept_graph(const at::Tensor& reserve) {
+  const c10::DataPtr& bytes = reserve.storage().data_ptr();
+  if (bytes.get_deleter() != &release_rnn_reserve) return nullptr;
+  const auto* kept = static_cast<const RnnReserve*>(bytes.get_context());
+  return kept->graph ? &*kept->graph : nullptr;
+}
+
+// Whether autograd will want `_cudnn_rnn`'s backward: grad mode on and an argument that needs a
+// gradient (the kernel runs below autograd, which has recorded the node then).
+bool backward_will_come(const at::Tensor& input, const at::Tensor& hx,
+                        const std::optional<at::Tensor>& cx, at::TensorList weight) {
+  if (!at::GradMode::is_enabled()) return false;
+  bool needed = input.requires_grad() || hx.requires_grad() ||
+                (cx.has_value() && cx->defined() && cx->requires_grad());
+  for (const at::Tensor& w : weight) needed = needed || w.requires_grad();
+  return needed;
+}
+
 std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_rnn(
     const at::Tensor& input, at::TensorList weight, int64_t weight_stride0,
     const std::optional<at::Tensor>& weight_buf, const at::Tensor& hx,
@@ -154,6 +225,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_rnn
     const std::optional<at::Tensor>& /*dropout_state*/) {
   const RnnShape shape = rnn_shape(mode, weight_stride0, proj_size, num_layers, batch_first,
                                    dropout, train, bidirectional);
+  const bool keep_graph = backward_will_come(input, hx, cx, weight);
   return launch_on_host("aten::_cudnn_rnn", input, [&] {
     const c10::Device device = input.device();
     const bool no_buffer = !weight_buf.has_value() || !weight_buf->defined();
@@ -164,17 +236,28 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_rnn
                             w.numel() * static_cast<int64_t>(w.element_size()), false);
       }
     }
-    // The reserve: what the backward needs to draw the forward's dropout masks again.
-    at::Tensor reserve = save_host_rng_state();
-    auto [out, hy, cy] =
-        host_rnn(shape, on_host(input), batch_sizes_tensor(batch_sizes), on_host(hx),
-                 cx.has_value() ? on_host(*cx) : at::Tensor(), host_list(weight));
+    auto reserve = std::make_unique<RnnReserve>();
+    reserve->rng_state = save_host_rng_state();
+    at::Tensor out, hy, cy;
+    if (keep_graph) {
+      const HostAutogradScope autograd;
+      reserve->graph = host_rnn_graph(shape, input, batch_sizes_tensor(batch_sizes), hx, cx,
+                                      weight, [](const at::Tensor& t) {
+                                        return t.defined() ? t.detach().requires_grad_(true) : t;
+                                      });
+      out = reserve->graph->out, hy = reserve->graph->hy, cy = reserve->graph->cy;
+    } else {
+      std::tie(out, hy, cy) =
+          host_rnn(shape, on_host(input), batch_sizes_tensor(batch_sizes), on_host(hx),
+                   cx.has_value() ? on_host(*cx) : at::Tensor(), host_list(weight));
+    }
     at::Tensor buf = weight_buf.has_value() && weight_buf->defined()
                          ? *weight_buf
                          : to_device(at::empty({0}, input.options().device(at::kCPU)), device);
-    return std::make_tuple(to_device(sequence_layout(out, shape, batch_sizes), device),
-                           to_device(hy.contiguous(), device), to_device(cy, device),
-                           to_device(reserve, device), buf);
+    return std::make_tuple(to_device(sequence_layout(out.detach(), shape, batch_sizes), device),
+                           to_device(hy.detach().contiguous(), device),
+                           to_device(cy.defined() ? cy.detach() : cy, device),
+                           reserve_on(device, std::move(reserve)), buf);
   });
 }
 
@@ -196,13 +279,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, std::vector<at::Tensor>> cudnn_rn
   return launch_on_host("aten::_cudnn_rnn_backward", input, [&] {
     const c10::Device device = input.device();
     const HostAutogradScope autograd;
-    const HostRngRestore rng(on_host(reserve));
-    at::Tensor x = leaf_copy(on_host(input));
-    at::Tensor h = leaf_copy(on_host(hx));
-    at::Tensor c = cx.has_value() ? leaf_copy(on_host(*cx)) : at::Tensor();
-    std::vector<at::Tensor> w;
-    for (const at::Tensor& t : weight) w.push_back(leaf_copy(on_host(t)));
-    auto [out, hy, cy] = host_rnn(shape, x, batch_sizes_tensor(batch_sizes), h, c, w);
+    // The forward's graph when its reserve kept one; else the forward again, drawing the
+    // dropout masks it drew.
+    const HostRnnGraph* kept = kept_graph(reserve);
+    HostRnnGraph recomputed;
+    if (kept == nullptr) {
+      const HostRngRestore rng(on_host(reserve));
+      recomputed = host_rnn_graph(shape, input, batch_sizes_tensor(batch_sizes), hx, cx, weight,
+                                  leaf_copy);
+    }
+    const HostRnnGraph& graph = kept != nullptr ? *kept : recomputed;
     torch::autograd::variable_list outputs, grads;
     const auto add = [&](const at::Tensor& result, const std::optional<at::Tensor>& grad) {
       if (result.defined() && grad.has_value() && grad->defined()) {
@@ -210,12 +296,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, std::vector<at::Tensor>> cudnn_rn
         grads.push_back(on_host(*grad));
       }
     };
-    add(out, grad_output);
-    add(hy, grad_hy);
-    add(cy, grad_cy);
-    torch::autograd::variable_list inputs = {x, h};
-    if (c.defined()) inputs.push_back(c);
-    inputs.insert(inputs.end(), w.begin(), w.end());
+    add(graph.out, grad_output);
+    add(graph.hy, grad_hy);
+    add(graph.cy, grad_cy);
+    const torch::autograd::variable_list& inputs = graph.inputs;
     torch::autograd::variable_list result(inputs.size());
     if (!outputs.empty()) {
       result = torch::autograd::grad(outputs, inputs, grads, /*retain_graph=*/false,
@@ -226,13 +310,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, std::vector<at::Tensor>> cudnn_rn
                                  : to_device(at::zeros_like(inputs[i].detach()), device);
     };
     std::vector<at::Tensor> dweight;
-    const size_t first_weight = c.defined() ? 3 : 2;
+    const size_t first_weight = graph.has_cx ? 3 : 2;
     for (size_t i = first_weight; i < inputs.size(); ++i) dweight.push_back(grad_of(i));
-    at::Tensor dx =
-        to_device(sequence_layout(result[0].defined() ? result[0] : at::zeros_like(x.detach()),
-                                  shape, batch_sizes),
-                  device);
-    return std::make_tuple(dx, grad_of(1), c.defined() ? grad_of(2) : at::Tensor(),
+    at::Tensor dx = to_device(
+        sequence_layout(result[0].defined() ? result[0] : at::zeros_like(inputs[0].detach()),
+                        shape, batch_sizes),
+        device);
+    return std::make_tuple(dx, grad_of(1), graph.has_cx ? grad_of(2) : at::Tensor(),
                            std::move(dweight));
   });
 }
