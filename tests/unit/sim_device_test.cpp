@@ -1,5 +1,6 @@
 // One small case per counting rule of the sim device (DESIGN.md, "The counting contract").
 #include <ATen/ATen.h>
+#include <c10/core/InferenceMode.h>
 #include <gtest/gtest.h>
 #include <torch/nn/modules/linear.h>
 
@@ -529,6 +530,25 @@ TEST_F(SimDevice, ADeadTensorsAliasIsRemadeForTheNextOne) {
     EXPECT_TRUE(at::equal((x * 2).cpu(), want * 2)) << "round " << i << ", " << type;
     EXPECT_TRUE(at::equal((x + x).cpu(), want * 2)) << "round " << i << ", " << type;
   }
+}
+
+// An alias made under InferenceMode is an inference tensor: kept, it would be updated in place
+// outside InferenceMode by a CPU kernel that dispatches per tensor (the foreach ops' loop over
+// add_), which torch refuses. A kept alias serves the mode it was made in (Lightning's validation
+// before fit did this to DeepSpeed's parameters).
+TEST_F(SimDevice, AnAliasMadeInInferenceModeIsNotKeptForNormalMode) {
+  std::vector<at::Tensor> list = {at::ones({4}).to(dev0), at::ones({3}).to(dev0)};
+  {
+    const c10::InferenceMode inference;
+    at::_foreach_add_(list, 1.0);
+  }
+  at::_foreach_add_(list, 1.0);
+  EXPECT_TRUE(at::equal(list[0].cpu(), at::full({4}, 3.0f)));
+  {
+    const c10::InferenceMode inference;
+    at::_foreach_add_(list, 1.0);
+  }
+  EXPECT_TRUE(at::equal(list[1].cpu(), at::full({3}, 4.0f)));
 }
 
 // A resolver (harness_sim's: the Python frames) comes before the scopes; where it has nothing to

@@ -4,6 +4,7 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/InferenceMode.h>
 
 #include <cstdint>
 
@@ -183,7 +184,8 @@ class AliasCache {
     if (!entry.cpu.defined()) return false;
     const c10::TensorImpl* cpu = entry.cpu.unsafeGetTensorImpl();
     return entry.cpu.use_count() == 1 && entry.cpu.weak_use_count() == 1 &&
-           cpu->storage().use_count() == 1 && cpu->allow_tensor_metadata_change();
+           cpu->storage().use_count() == 1 && cpu->allow_tensor_metadata_change() &&
+           made_in_this_mode(entry.cpu);
   }
 
   // Makes `cpu` (held by its slot alone) the alias of `sim_tensor`: its storage over the sim
@@ -213,7 +215,16 @@ class AliasCache {
            cpu.dtype() == sim.dtype() && cpu.storage_offset() == sim.storage_offset() &&
            cpu.sizes() == sim.sizes() && cpu.strides() == sim.strides() &&
            cpu.is_conj() == sim.is_conj() && cpu.is_neg() == sim.is_neg() &&
-           entry.cpu.use_count() == 1;  // no op holds it now (one may have kept it: a new one)
+           entry.cpu.use_count() == 1 &&  // no op holds it now (one may have kept it: a new one)
+           made_in_this_mode(entry.cpu);
+  }
+
+  // An alias made under InferenceMode is an inference tensor (no version counter), which an
+  // in-place CPU kernel may not update outside it; one made outside is a normal tensor, which
+  // InferenceMode would not have made. A kept alias serves the mode it was made in, as a new one
+  // made now would.
+  static bool made_in_this_mode(const at::Tensor& cpu) {
+    return cpu.is_inference() == c10::InferenceMode::is_enabled();
   }
 
   Entry entries_[kEntries];
