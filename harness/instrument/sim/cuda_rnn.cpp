@@ -9,8 +9,10 @@
 // failed on sim before). Sim registers its own kernels for those composites (at the autograd and
 // the backend key, so that autograd records the `_cudnn_rnn` node as on CUDA) and for the CUDA-only
 // ops they call. Each CUDA-only op is one launch, computed on the host: `_cudnn_rnn` by CPU's RNN,
-// its backward by recomputing that forward under CPU autograd (the reserve holds the RNG state, so
-// that dropout between layers draws the same mask), the fused cells by the cells' own arithmetic.
+// under CPU autograd when a backward will come, its reserve keeping that graph (as cuDNN's reserve
+// space keeps the forward's activations); its backward runs the kept graph, or recomputes the
+// forward when there is none (the reserve also holds the RNG state, so that dropout between layers
+// draws the same mask); the fused cells by the cells' own arithmetic.
 #include <ATen/Context.h>
 #include <ATen/TensorOperators.h>
 #include <ATen/autocast_mode.h>
