@@ -1,10 +1,14 @@
 """Torch's own estimate of the same FSDP2 step's device memory, for docs/full-size.md: the model of
 examples/programs/fsdp2_llama.py, sharded the same way (fully_shard per block and at the root,
 bf16 parameters, fp32 reduction), traced by torch's FSDPMemTracker under FakeTensorMode with a
-fake process group of N ranks (no harness_sim in this process). Prints rank 0's peak by
-category, to set beside the peak `python -m harness_sim run --compute shapes` reports.
+fake process group of N ranks. Prints rank 0's peak by category, to set beside the peak
+`python -m harness_sim run --compute shapes` reports (benchmarks/full_size.py).
 
-    python benchmarks/fsdp_mem_tracker.py --preset 8b --nproc 8
+FSDP2 asks CUDA for its current device and makes CUDA streams even under FakeTensorMode, so the
+tracker needs CUDA: a GPU, or sim serving CUDA on a CPU machine (no tensor of the tracker's
+reaches a device; the run counts nothing):
+
+    python -m harness_sim run --as-cuda -- benchmarks/fsdp_mem_tracker.py --preset 8b --nproc 8
 
 Not a test: a benchmark of another tool's estimate.
 """
@@ -39,11 +43,12 @@ def main() -> int:
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=args.nproc)
     device = torch.device("cuda", 0)
     if not torch.cuda.is_available():
-        # Measured on a CPU-only machine (torch 2.11): FSDP2 asks CUDA for its current device
-        # and, in its first forward, makes CUDA streams for its all-gathers -- even under
-        # FakeTensorMode -- which needs a driver (cudaErrorInsufficientDriver without one).
-        sys.exit("fsdp_mem_tracker: torch's FSDPMemTracker needs a GPU even under FakeTensorMode "
-                 "(FSDP2 makes CUDA streams); run it on a GPU machine")
+        # FSDP2 asks CUDA for its current device and, in its first forward, makes CUDA streams
+        # for its all-gathers -- even under FakeTensorMode (cudaErrorInsufficientDriver without
+        # a GPU, torch 2.11).
+        sys.exit("fsdp_mem_tracker: torch's FSDPMemTracker needs CUDA even under FakeTensorMode "
+                 "(FSDP2 makes CUDA streams): run it on a GPU, or on a CPU machine under "
+                 "`python -m harness_sim run --as-cuda -- benchmarks/fsdp_mem_tracker.py ...`")
     # The mesh outside the fake mode: it reads its ranks back from a tensor.
     mesh = DeviceMesh("cuda", list(range(args.nproc)))
     with FakeTensorMode():
@@ -68,7 +73,7 @@ def main() -> int:
     stats = next(v for k, v in peak.items() if str(k).startswith("cuda"))
     print(f"{args.preset} on {args.nproc} ranks, FSDPMemTracker under FakeTensorMode, rank 0 peak:")
     for category, nbytes in sorted(stats.items(), key=lambda kv: -kv[1]):
-        print(f"  {category:<24} {nbytes / GiB:8.2f} GiB")
+        print(f"  {str(category):<32} {nbytes / GiB:8.2f} GiB  {nbytes:>15,} bytes")
     dist.destroy_process_group()
     return 0
 
