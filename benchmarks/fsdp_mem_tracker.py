@@ -65,10 +65,12 @@ def main() -> int:
         tracker = FSDPMemTracker(model, optimizer)
         tracker.track_inputs((tokens,))
         with tracker:
+            loss = None  # held across the next step, as fsdp2_llama.py holds it
             for step in range(2):
-                train_step(model, optimizer, tokens)
+                loss = train_step(model, optimizer, tokens)
                 if step == 0:
                     tracker.reset_mod_stats()
+            del loss
         peak = tracker.get_tracker_snapshot("peak")
     stats = next(v for k, v in peak.items() if str(k).startswith("cuda"))
     print(f"{args.preset} on {args.nproc} ranks, FSDPMemTracker under FakeTensorMode, rank 0 peak:")

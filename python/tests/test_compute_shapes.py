@@ -86,6 +86,18 @@ def test_fsdp2_on_two_ranks_counts_the_same_without_computing(tmp_path):
     step = counted_shapes["rank0/steps"]["per_step"]
     assert step["collective.all_gather.count"] == 2 * 3 - 1  # 3 units; the root's kept for backward
     assert step["collective.reduce_scatter.count"] == 3
+    # Torch's own estimate of the same step's device memory: FSDPMemTracker under FakeTensorMode
+    # (it needs CUDA, which sim serves), the peak to the byte.
+    tracker = subprocess.run(
+        [sys.executable, "-m", "harness_sim", "run", "--as-cuda", "-q", "--out",
+         str(tmp_path / "tracker.json"), "--", str(REPO / "benchmarks" / "fsdp_mem_tracker.py"),
+         "--preset", "tiny", "--nproc", "2"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert tracker.returncode == 0, tracker.stdout[-3000:] + tracker.stderr[-3000:]
+    (total,) = [line for line in tracker.stdout.splitlines() if line.split()[:1] == ["Total"]]
+    tracker_peak = int(total.split()[-2].replace(",", ""))
+    peaks = _peaks(shapes)
+    assert peaks["rank0/steps"] == peaks["rank1/steps"] == tracker_peak
 
 
 def test_values_the_host_reads_are_placeholders_named_by_line(tmp_path):
