@@ -134,13 +134,6 @@ at::Tensor batch_sizes_tensor(c10::SymIntArrayRef batch_sizes) {
   return sizes;
 }
 
-std::vector<at::Tensor> host_list(at::TensorList tensors) {
-  std::vector<at::Tensor> out;
-  out.reserve(tensors.size());
-  for (const at::Tensor& t : tensors) out.push_back(on_host(t));
-  return out;
-}
-
 // cuDNN works on (T, B, features): a batch-first result is that memory, transposed (as
 // `_cudnn_rnn` returns its output and `_cudnn_rnn_backward` its input gradient).
 at::Tensor sequence_layout(const at::Tensor& t, const RnnShape& s,
@@ -149,20 +142,30 @@ at::Tensor sequence_layout(const at::Tensor& t, const RnnShape& s,
   return s.batch_first && batch_sizes.empty() ? with_memory_order(t, {1, 0, 2}) : t.contiguous();
 }
 
-// The host RNN with its autograd graph: the leaves a backward differentiates with respect to
-// (input, hx, cx if any, the weights) and the results, with their grad_fn.
+// A run of the host RNN: its inputs (input, hx, cx if any, the weights: under autograd, the
+// leaves a backward differentiates with respect to) and its results.
 struct HostRnnGraph {
   std::vector<at::Tensor> inputs;
   bool has_cx = false;
   at::Tensor out, hy, cy;
 };
 
-// Runs the host RNN under autograd, with `leaf` making each argument a leaf.
-template <class Leaf>
+// What the host RNN takes for an argument's host tensor: the tensor itself (no graph), a leaf
+// over its memory (the forward's graph), or a leaf over a copy (a recomputed forward).
+at::Tensor as_is(const at::Tensor& t) { return t; }
+at::Tensor leaf_over(const at::Tensor& t) {
+  return t.defined() ? t.detach().requires_grad_(true) : t;
+}
+at::Tensor leaf_copy(const at::Tensor& t) {
+  return t.defined() ? t.detach().clone().requires_grad_(true) : t;
+}
+
+// Runs the host RNN on the arguments' host tensors as `leaf` makes them (under autograd, the
+// graph a backward differentiates).
 HostRnnGraph host_rnn_graph(const RnnShape& shape, const at::Tensor& input,
                             const at::Tensor& batch_sizes, const at::Tensor& hx,
                             const std::optional<at::Tensor>& cx, at::TensorList weight,
-                            Leaf&& leaf) {
+                            at::Tensor (*leaf)(const at::Tensor&)) {
   HostRnnGraph graph;
   graph.has_cx = cx.has_value() && cx->defined();
   graph.inputs.push_back(leaf(on_host(input)));
@@ -240,19 +243,15 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_rnn
     }
     auto reserve = std::make_unique<RnnReserve>();
     reserve->rng_state = save_host_rng_state();
-    at::Tensor out, hy, cy;
-    if (keep_graph) {
-      const HostAutogradScope autograd;
-      reserve->graph = host_rnn_graph(shape, input, batch_sizes_tensor(batch_sizes), hx, cx,
-                                      weight, [](const at::Tensor& t) {
-                                        return t.defined() ? t.detach().requires_grad_(true) : t;
-                                      });
-      out = reserve->graph->out, hy = reserve->graph->hy, cy = reserve->graph->cy;
-    } else {
-      std::tie(out, hy, cy) =
-          host_rnn(shape, on_host(input), batch_sizes_tensor(batch_sizes), on_host(hx),
-                   cx.has_value() ? on_host(*cx) : at::Tensor(), host_list(weight));
+    HostRnnGraph run;
+    {
+      std::optional<HostAutogradScope> autograd;  // a graph only for a backward to come
+      if (keep_graph) autograd.emplace();
+      run = host_rnn_graph(shape, input, batch_sizes_tensor(batch_sizes), hx, cx, weight,
+                           keep_graph ? &leaf_over : &as_is);
     }
+    const at::Tensor out = run.out, hy = run.hy, cy = run.cy;
+    if (keep_graph) reserve->graph = std::move(run);
     at::Tensor buf = weight_buf.has_value() && weight_buf->defined()
                          ? *weight_buf
                          : to_device(at::empty({0}, input.options().device(at::kCPU)), device);
@@ -261,10 +260,6 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor, at::Tensor> cudnn_rnn
                            to_device(cy.defined() ? cy.detach() : cy, device),
                            reserve_on(device, std::move(reserve)), buf);
   });
-}
-
-at::Tensor leaf_copy(const at::Tensor& t) {
-  return t.defined() ? t.detach().clone().requires_grad_(true) : t;
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor, std::vector<at::Tensor>> cudnn_rnn_backward(
