@@ -103,8 +103,10 @@ void define_flags(CLI::App& app, BenchOptions& o) {
       ->capture_default_str();
   app.add_option("-p,--preset", o.run.preset,
                  "small (CI-sized), seed (the original report's sizes), large (1 GiB of "
-                 "parameters: sharded_setup)")
-      ->check(CLI::IsMember({"small", "seed", "large"}))
+                 "parameters: sharded_setup), llama_tiny and llama3_8b (a Llama-shaped "
+                 "transformer: sharded_setup, engine_reuse; llama3_8b on sim with --compute "
+                 "shapes)")
+      ->check(CLI::IsMember({"small", "seed", "large", "llama_tiny", "llama3_8b"}))
       ->capture_default_str();
   app.add_option("-v,--variant", o.run.variant_filters,
                  "Only variants matching this glob, e.g. 'resume_*/foreach' (repeatable)");

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "harness/errors.h"
+#include "harness/instrument/sim/sim_device.h"
 #include "harness/measure.h"
 #include "harness/variant_runner.h"
 #include "scenarios/sharded_run.h"
@@ -45,7 +46,8 @@ class EngineReuse final : public Scenario {
 
   ScenarioResult run(RunContext& ctx) override {
     require_ranks(ctx, "engine_reuse");
-    const TrainingPreset preset = training_preset(ctx.options);
+    const TrainingPreset preset = training_preset(ctx.options, Presets::WithLlama);
+    refuse_computing_at_full_size(ctx, preset);
     const int64_t n = preset.steps_before;
     ScenarioResult result;
     result.name = "engine_reuse";
@@ -58,7 +60,7 @@ class EngineReuse final : public Scenario {
     result.config.erase("steps_before_checkpoint");
     describe_ranks(result, ctx);
     result.config["stages"] = "validate, fit, test";
-    result.config["strategy"] = "sharded (one flat parameter per Linear unit), Adam (foreach)";
+    result.config["strategy"] = strategy_description(preset);
 
     // The reference: fit alone, on a fresh module (outside every window).
     const Trained fit_only = train(ctx, preset, EnginePolicy::Reuse, nullptr, {});
@@ -160,11 +162,15 @@ class EngineReuse final : public Scenario {
 
   static Trained trained(ShardedRun& run) {
     Trained out;
-    out.parameters = raw_bytes(run.strategy.gather_full_parameters());
-    std::vector<at::Tensor> state;
-    run.trainer.optimizer()->for_each_state_tensor(
-        [&](const std::string&, at::Tensor& value) { state.push_back(value); });
-    out.optimizer_state = raw_bytes(state);
+    // Under --compute shapes there are no values to compare (and at full size the host could
+    // not hold them): the hooks only.
+    if (!sim::computes_shapes_only()) {
+      out.parameters = raw_bytes(run.strategy.gather_full_parameters());
+      std::vector<at::Tensor> state;
+      run.trainer.optimizer()->for_each_state_tensor(
+          [&](const std::string&, at::Tensor& value) { state.push_back(value); });
+      out.optimizer_state = raw_bytes(state);
+    }
     const runtime::ShardedModel& sharded = run.strategy.model();
     for (const runtime::ModuleHook& hook : sharded.hooks()) {
       out.hooks_by_engine[hook.engine->name()].push_back(std::string(runtime::to_string(hook.kind)) +

@@ -105,7 +105,7 @@ void run_accumulating_sharded(RunContext& ctx, const TrainingPreset& preset, con
                  VariantResult& r) {
   const int64_t n = preset.steps_before;
   runtime::ShardedOptions options;
-  options.init_seed = preset.model().seed;
+  options.init_seed = preset.seed();
   ShardedRun run(ctx, preset, options, accumulating_trainer_config(n + 1, v));
   run.build_model();
   run.trainer.setup(*run.model, runtime::Stage::Fit);

@@ -4,11 +4,14 @@
 // 200 steps) and is meant for a GPU.
 #include <cstdint>
 #include <map>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "harness/runtime/data.h"
 #include "harness/runtime/device.h"
+#include "harness/runtime/llama.h"
 #include "harness/runtime/mlp.h"
 #include "harness/scenario.h"
 
@@ -16,17 +19,27 @@ namespace harness::scenarios {
 
 struct TrainingPreset {
   std::string name;
-  std::vector<int64_t> widths;
+  std::vector<int64_t> widths;  // the MLP's (empty for a Llama preset)
   int64_t batch_size = 0;
   int64_t steps_before = 0;  // steps before the checkpoint; as many are measured after it
+  // A Llama-shaped transformer instead of the MLP, its units gathered in `compute_dtype`.
+  std::optional<runtime::LlamaConfig> llama;
+  c10::ScalarType compute_dtype = c10::ScalarType::Float;
 
   runtime::MlpConfig model() const { return {widths, /*seed=*/42}; }
+  uint64_t seed() const { return llama ? llama->seed : model().seed; }
   runtime::DataConfig data(runtime::DeviceKind device) const {
     // Pinned host batches, as a DataLoader(pin_memory=True) gives an accelerator.
     return {batch_size, widths.front(), widths.back(), /*seed=*/7,
             /*pin_memory=*/device != runtime::DeviceKind::Cpu};
   }
-  int64_t parameter_tensors() const { return 2 * (static_cast<int64_t>(widths.size()) - 1); }
+  // The preset's module: built on the host (with values; or, `values` false, without bytes),
+  // or on meta (`on_host` false).
+  std::unique_ptr<runtime::TrainModule> make_module(bool on_host, bool values = true,
+                                                   runtime::AdamOptions adam = {}) const;
+  std::unique_ptr<runtime::DataSource> make_data(runtime::DeviceKind device) const;
+  int64_t parameter_tensors() const;
+  int64_t parameter_count() const;
   std::map<std::string, std::string> describe() const;
 };
 
@@ -41,8 +54,10 @@ inline constexpr int64_t kInstrumentOverheadSteps = 60;
 
 // The preset named by options.preset, with options.steps overriding the measured steps (else,
 // with options.instrument_overhead, at least kInstrumentOverheadSteps).
-// `allow_large`: also `large` (1 GiB of parameters, for the sharded set-up on a big host).
-// Throws InputError for an unknown preset or a bad step count.
-TrainingPreset training_preset(const RunOptions& options, bool allow_large = false);
+// The presets a scenario takes beyond small and seed: `large` (1 GiB of MLP parameters, for the
+// sharded set-up on a big host) and the Llama-shaped ones (llama_tiny, llama3_8b).
+enum class Presets { MlpOnly, WithLlama, WithLargeAndLlama };
+// Throws InputError for an unknown preset (or one the scenario does not take) or a bad step count.
+TrainingPreset training_preset(const RunOptions& options, Presets allowed = Presets::MlpOnly);
 
 }  // namespace harness::scenarios

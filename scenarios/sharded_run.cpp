@@ -4,8 +4,12 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <string>
+
+#include "harness/errors.h"
 
 #include "harness/instrument/phase.h"
+#include "harness/instrument/sim/sim_device.h"
 
 namespace harness::scenarios {
 
@@ -17,16 +21,38 @@ ShardedRun::ShardedRun(RunContext& context, const TrainingPreset& p, runtime::Sh
                        runtime::TrainerConfig trainer_config)
     : ctx(context),
       preset(p),
-      options(std::move(o)),
-      data(p.data(context.device.kind)),
+      options(with_compute_dtype(std::move(o), p)),
+      data(p.make_data(context.device.kind)),
       strategy(*context.comm, context.rank_device(), options),
-      trainer(strategy, data, trainer_config) {}
+      trainer(strategy, *data, trainer_config) {}
+
+runtime::ShardedOptions ShardedRun::with_compute_dtype(runtime::ShardedOptions options,
+                                                       const TrainingPreset& preset) {
+  if (preset.llama) options.compute_dtype = preset.compute_dtype;
+  return options;
+}
 
 void ShardedRun::build_model() {
   Phase phase("setup.model");
-  runtime::MlpConfig config = preset.model();
-  config.materialize = runtime::builds_on_host(options.setup, ctx.rank);
-  model.emplace(config, options.adam);
+  model = preset.make_module(runtime::builds_on_host(options.setup, ctx.rank),
+                             /*values=*/!sim::computes_shapes_only(), options.adam);
+}
+
+std::string strategy_description(const TrainingPreset& preset) {
+  if (!preset.llama) return "sharded (one flat parameter per Linear unit), Adam (foreach)";
+  return "sharded (one flat parameter per layer: the embedding, each block, the head; gathered in " +
+         std::string(c10::toString(preset.compute_dtype)) +
+         ", gradients reduced in Float), Adam (foreach)";
+}
+
+void refuse_computing_at_full_size(const RunContext& ctx, const TrainingPreset& preset) {
+  if (preset.name != "llama3_8b" || ctx.device.kind != runtime::DeviceKind::Sim ||
+      sim::computes_shapes_only()) {
+    return;
+  }
+  throw InputError("--preset llama3_8b on sim computes 8.03B parameters on this host (about 32 GB "
+                   "a rank before the optimizer): run it with --compute shapes, which counts the "
+                   "same without computing (docs/full-size.md)");
 }
 
 Counts count_apart(Instrument& instrument, const std::function<void()>& body) {
@@ -55,18 +81,19 @@ Correctness check_against_single_device(RunContext& ctx, const TrainingPreset& p
                                         const std::vector<at::Tensor>& trained, int64_t steps,
                                         int64_t accumulate_grad_batches) {
   if (ctx.rank != 0) return {false, false, "checked on rank 0"};
-  runtime::MlpRegression reference(preset.model(), runtime::AdamOptions{});
+  const std::unique_ptr<runtime::TrainModule> module = preset.make_module(/*on_host=*/true);
+  runtime::TrainModule& reference = *module;
   std::vector<at::Tensor> params = reference.parameters();
   if (params.size() != initial.size()) return {true, false, "parameter lists differ in length"};
   {
     c10::AutoGradMode no_grad(false);
     for (size_t i = 0; i < params.size(); ++i) params[i].copy_(initial[i]);
   }
-  runtime::SyntheticRegressionData data(preset.data(ctx.device.kind));
+  const std::unique_ptr<runtime::DataSource> data = preset.make_data(ctx.device.kind);
   runtime::SingleDeviceStrategy strategy(ctx.rank_device(), runtime::RestorePolicy::Rebuild);
   runtime::TrainerConfig config{steps, 2};
   config.accumulate_grad_batches = accumulate_grad_batches;
-  runtime::Trainer trainer(strategy, data, config);
+  runtime::Trainer trainer(strategy, *data, config);
   trainer.fit(reference);
   double worst = 0;
   params = reference.parameters();

@@ -5,13 +5,13 @@
 #include <ATen/core/Tensor.h>
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "harness/instrument/counts.h"
 #include "harness/report/model/result.h"
-#include "harness/runtime/mlp.h"
 #include "harness/runtime/sharded/sharded_strategy.h"
 #include "harness/runtime/trainer.h"
 #include "harness/scenario.h"
@@ -24,17 +24,28 @@ struct ShardedRun {
              int64_t max_steps);
   ShardedRun(RunContext& ctx, const TrainingPreset& preset, runtime::ShardedOptions options,
              runtime::TrainerConfig trainer_config);
-  // Builds the module (phase "setup.model"): on the host or on meta, as the set-up path wants.
+  // Builds the module (phase "setup.model"): on the host or on meta, as the set-up path wants;
+  // under sim's --compute shapes a Llama preset's host module has no bytes (host memory counted).
   void build_model();
+
+  static runtime::ShardedOptions with_compute_dtype(runtime::ShardedOptions options,
+                                                    const TrainingPreset& preset);
 
   RunContext& ctx;
   const TrainingPreset& preset;
   runtime::ShardedOptions options;
-  std::optional<runtime::MlpRegression> model;
-  runtime::SyntheticRegressionData data;
+  std::unique_ptr<runtime::TrainModule> model;
+  std::unique_ptr<runtime::DataSource> data;
   runtime::ShardedStrategy strategy;
   runtime::Trainer trainer;
 };
+
+// "sharded (one flat parameter per ... unit), Adam (foreach)" for the scenario's config.
+std::string strategy_description(const TrainingPreset& preset);
+
+// Throws InputError for a preset whose values the host cannot compute (llama3_8b) on sim without
+// --compute shapes.
+void refuse_computing_at_full_size(const RunContext& ctx, const TrainingPreset& preset);
 
 // What `body` costs, counted on its own (the instrument is on only while it runs).
 Counts count_apart(Instrument& instrument, const std::function<void()>& body);

@@ -1,6 +1,7 @@
 #pragma once
-// SyntheticRegressionData: deterministic random regression batches made on the CPU, page-locked
-// when asked (as a DataLoader with pin_memory=True gives them), batch i always the same.
+// The trainer's data: batch i of a deterministic source, made on the CPU. SyntheticRegressionData
+// gives random regression batches, page-locked when asked (as a DataLoader with pin_memory=True
+// gives them); SyntheticTokenData (llama.h) gives token sequences.
 #include <cstdint>
 
 #include "harness/runtime/module.h"
@@ -15,10 +16,16 @@ struct DataConfig {
   bool pin_memory = false;
 };
 
-class SyntheticRegressionData {
+class DataSource {
+ public:
+  virtual ~DataSource() = default;
+  virtual Batch batch(int64_t index) const = 0;  // always the same batch for the same index
+};
+
+class SyntheticRegressionData final : public DataSource {
  public:
   explicit SyntheticRegressionData(DataConfig config) : config_(config) {}
-  Batch batch(int64_t index) const;
+  Batch batch(int64_t index) const override;
   const DataConfig& config() const { return config_; }
 
  private:

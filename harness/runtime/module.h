@@ -28,6 +28,19 @@ class LayerRunner {
   virtual at::Tensor forward(torch::nn::Sequential& layers, const at::Tensor& input) = 0;
 };
 
+// A layer that can run with parameters it is given (in its named_parameters order) instead of
+// its own: what a sharding strategy runs a unit of several parameters with, after gathering them
+// (one Linear needs none: the strategy runs its two parameters itself).
+class FunctionalLayer {
+ public:
+  virtual ~FunctionalLayer() = default;
+  virtual at::Tensor forward_with(const at::Tensor& input,
+                                  const std::vector<at::Tensor>& params) const = 0;
+  // The init the layer gives its parameters, in place, on any device (drawing from that device's
+  // default generator).
+  virtual void init_parameters(const std::vector<at::Tensor>& params) const = 0;
+};
+
 class TrainModule {
  public:
   virtual ~TrainModule() = default;

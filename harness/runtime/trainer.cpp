@@ -36,7 +36,7 @@ std::string CheckpointCallback::path_for(int64_t step) const {
   return directory_ + "/step=" + std::to_string(step) + ".ckpt";
 }
 
-Trainer::Trainer(Strategy& strategy, const SyntheticRegressionData& data, TrainerConfig config)
+Trainer::Trainer(Strategy& strategy, const DataSource& data, TrainerConfig config)
     : strategy_(strategy), data_(data), config_(config) {
   TORCH_CHECK(config_.accumulate_grad_batches >= 1, "accumulate_grad_batches must be >= 1, not ",
               config_.accumulate_grad_batches);

@@ -69,7 +69,7 @@ struct TrainerConfig {
 
 class Trainer {
  public:
-  Trainer(Strategy& strategy, const SyntheticRegressionData& data, TrainerConfig config);
+  Trainer(Strategy& strategy, const DataSource& data, TrainerConfig config);
 
   void add_callback(TrainerCallback* callback) { callbacks_.push_back(callback); }
 
@@ -98,7 +98,7 @@ class Trainer {
   double evaluate(TrainModule& module, Stage stage, int64_t first_batch);
 
   Strategy& strategy_;
-  const SyntheticRegressionData& data_;
+  const DataSource& data_;
   TrainerConfig config_;
   std::vector<TrainerCallback*> callbacks_;
   TrainModule* module_ = nullptr;  // set up on this trainer's strategy

@@ -139,5 +139,116 @@ class ComputeShapes(unittest.TestCase):
         self.assertIn("--compute", proc.stderr)
 
 
+# Llama 3 8B's parameters (dim 4096, 32 layers, 32 heads, 8 KV heads, FFN 14336, vocab 128256)
+# and its units: the embedding, 32 blocks, the head (final norm and output).
+_LLAMA3_8B_UNITS = [128256 * 4096] + [
+    2 * 4096 + 2 * 4096 * 4096 + 2 * 1024 * 4096 + 3 * 14336 * 4096] * 32 + [4096 + 128256 * 4096]
+
+
+def _padded(numel: int, world: int) -> int:
+    return -(-numel // world) * world
+
+
+def _bench(*args: str, timeout: int = 300) -> tuple[subprocess.CompletedProcess, dict | None]:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "r.json")
+        proc = subprocess.run([BENCH, *args, "-q", "-o", out], capture_output=True, text=True,
+                              timeout=timeout)
+        report = None
+        if os.path.exists(out):
+            with open(out) as f:
+                report = json.load(f)
+        return proc, report
+
+
+class LlamaPresets(unittest.TestCase):
+    """The sharded scenarios on a Llama-shaped transformer: llama_tiny computed and checked
+    against one device, counted the same without computing; llama3_8b at its full size."""
+
+    def test_llama_tiny_counts_the_same_in_both_modes_and_trains_as_one_device(self):
+        for scenario in ("sharded_setup", "engine_reuse"):
+            runs = {mode: _bench("-s", scenario, "-d", "sim", "--preset", "llama_tiny",
+                                 "--steps", "2", "--compute", mode) for mode in ("values", "shapes")}
+            values, shapes = (_variants(runs[m][1]) for m in ("values", "shapes"))
+            self.assertEqual(set(values), set(shapes))
+            for key, computed in values.items():
+                self.assertEqual(shapes[key]["status"], computed["status"], key)
+                if computed["status"] != "ok":
+                    self.assertIn("private_registry", key[1])  # #17523, expected
+                    continue
+                self.assertEqual(_counted(computed), _counted(shapes[key]), key)
+                if computed["correctness"]["checked"]:
+                    self.assertTrue(computed["correctness"]["passed"], computed["correctness"])
+
+    def test_llama3_8b_sharded_setup_at_full_size(self):
+        world = 2
+        proc, report = _bench("-s", "sharded_setup", "-d", "sim", "--compute", "shapes",
+                              "--preset", "llama3_8b")
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        variants = _variants(report)
+        params = sum(_LLAMA3_8B_UNITS)
+        self.assertEqual(params, 8_030_261_248)
+        fp32 = 4 * params
+        padded = sum(_padded(n, world) for n in _LLAMA3_8B_UNITS)
+
+        def phase(variant: str, name: str, figure: str) -> float:
+            return variants[("sharded_setup", variant)]["phases"][name][figure]
+
+        for rank in range(world):
+            full, meta, bcast = (f"rank{rank}/{v}" for v in
+                                 ("full_then_shard", "meta_init", "rank0_broadcast"))
+            # #8722: every rank holds the whole float32 model on the host, then on the device.
+            self.assertEqual(phase(full, "setup.model", "host_memory.peak_bytes"), fp32)
+            self.assertEqual(phase(full, "setup", "h2d.bytes"), fp32)
+            self.assertGreaterEqual(phase(full, "setup", "memory.peak_bytes"), fp32)
+            # On meta: nothing on the host, no copy; a rank's shard and one unit at a time.
+            self.assertEqual(phase(meta, "setup.model", "host_memory.peak_bytes"), 0)
+            self.assertEqual(phase(meta, "setup", "h2d.bytes"), 0)
+            # (the largest unit: the embedding, and its flat copy)
+            largest = 4 * max(_LLAMA3_8B_UNITS)
+            self.assertAlmostEqual(phase(meta, "setup", "memory.peak_bytes"),
+                                   4 * padded // world + 2 * largest, delta=1 << 20)
+            # Rank 0 builds and copies; every rank receives the model by broadcast.
+            self.assertEqual(phase(bcast, "setup.model", "host_memory.peak_bytes"),
+                             fp32 if rank == 0 else 0)
+            self.assertEqual(phase(bcast, "setup", "h2d.bytes"), fp32 if rank == 0 else 0)
+            self.assertEqual(phase(bcast, "setup", "collective.bytes"), fp32)
+            for v in (full, meta, bcast):
+                total = variants[("sharded_setup", v)]["total"]
+                # FSDP's step: each unit gathered (bf16) for its forward and its backward, its
+                # float32 gradient reduce-scattered once.
+                self.assertEqual(total["collective.all_gather.count"], 2 * len(_LLAMA3_8B_UNITS))
+                self.assertEqual(total["collective.all_gather.bytes"], 2 * 2 * padded // world)
+                self.assertEqual(total["collective.reduce_scatter.count"], len(_LLAMA3_8B_UNITS))
+                self.assertEqual(total["collective.reduce_scatter.bytes"], 4 * padded)
+
+    def test_llama3_8b_engine_reuse_at_full_size(self):
+        proc, report = _bench("-s", "engine_reuse", "-d", "sim", "--compute", "shapes",
+                              "--preset", "llama3_8b")
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        variants = _variants(report)
+        self.assertEqual(variants[("engine_reuse", "new_engine_private_registry")]["status"],
+                         "expected_failure")
+        reused = variants[("engine_reuse", "rank0/reuse_engine")]
+        per_stage = variants[("engine_reuse", "rank0/new_engine_per_stage")]
+        self.assertEqual(reused["total"]["engines.built"], 1)
+        self.assertEqual(per_stage["total"]["engines.built"], 3)
+        self.assertGreater(per_stage["total"]["hooks.calls"], reused["total"]["hooks.calls"])
+        # The optimizer's set-up (DeepSpeed's) takes the rank's float32 shards out to the host
+        # and back: in the first stage's set-up for one engine, in fit's for an engine a stage.
+        shards = 4 * sum(_padded(n, 2) for n in _LLAMA3_8B_UNITS) // 2
+        self.assertEqual(reused["phases"]["setup.validate"]["d2h.bytes"], shards)
+        self.assertEqual(per_stage["phases"]["setup.fit"]["d2h.bytes"], shards)
+        self.assertEqual(per_stage["phases"]["setup.fit"]["h2d.bytes"], shards)
+
+    def test_llama3_8b_is_refused_computed_on_sim(self):
+        proc, _ = _bench("-s", "sharded_setup", "-d", "sim", "--preset", "llama3_8b")
+        self.assertEqual(proc.returncode, 2, proc.stderr[-2000:])
+        self.assertIn("--compute shapes", proc.stderr)
+        proc, _ = _bench("-s", "resume_adam", "-d", "sim", "--preset", "llama3_8b")
+        self.assertEqual(proc.returncode, 2, proc.stderr[-2000:])
+        self.assertIn("sharded_setup and engine_reuse only", proc.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -12,6 +12,7 @@
 #include "harness/instrument/collector.h"
 #include "harness/instrument/phase.h"
 #include "harness/instrument/sim/sim_device.h"
+#include "harness/runtime/llama.h"
 #include "harness/runtime/mlp.h"
 #include "harness/runtime/sharded/sharded_strategy.h"
 #include "harness/runtime/trainer.h"
@@ -194,6 +195,56 @@ TEST(Sharded, OneStepGathersEachUnitTwiceAndReduceScattersItOnce) {
     const int64_t shard_bytes = 4 * ((32 * 64 + 64 + 1) / 2);
     check(counts.phases.at("setup").collectives.at("all_gather").bytes >= shard_bytes,
           "gather bytes are the shard's");
+  }));
+}
+
+// A unit of several parameters (a transformer block, FSDP2's fully_shard unit), gathered in
+// bf16: after its forward the gathered bytes are gone but the storage stays (the graph's saved
+// parameters are views of it, as FSDP2 resizes the unsharded storage to 0); the backward's gather
+// refills it, and float32 gradients reach the float32 shards.
+TEST(Sharded, ABlockUnitFreesItsGatheredBytesAfterForwardAndRefillsThemForBackward) {
+  test::TempDir tmp;
+  ASSERT_TRUE(test::run_in_processes(2, [&](int rank) {
+    auto comm = join(rank, 2, tmp.path);
+    LlamaConfig config;  // the tiny one: 2 blocks
+    config.materialize = false;
+    LlamaLM model(config, AdamOptions{});
+    ShardedOptions options = options_for(ShardedSetup::MetaInit);
+    options.compute_dtype = at::kBFloat16;
+    ShardedStrategy strategy(*comm, sim::device(rank), options);
+    SyntheticTokenData data(4, config.seq_len, config.vocab_size, 7, false);
+    Trainer trainer(strategy, data, {1, 1});
+    trainer.setup(model, Stage::Fit);
+    std::vector<FlatUnit>& units = strategy.model().units();
+    check(units.size() == 4, "units: the embedding, 2 blocks, the head");
+    const int device = rank;
+    const int64_t before = memory::stats(device).allocated_bytes;
+    const at::Tensor loss = model.training_step(strategy.batch_to_device(data.batch(0)));
+    int64_t saved_storages = 0;
+    for (FlatUnit& unit : units) {
+      check(unit.status == UnitStatus::NotAvailable, unit.name + " released after forward");
+      check(unit.full.defined() && unit.full.scalar_type() == at::kBFloat16,
+            unit.name + " keeps its bf16 gathered tensor");
+      check(unit.full.storage().nbytes() == 0, unit.name + "'s gathered bytes freed");
+      saved_storages += unit.full.defined();
+    }
+    check(saved_storages == 4, "every unit's storage kept");
+    check(memory::stats(device).allocated_bytes > before, "the forward keeps activations");
+    loss.backward();
+    for (FlatUnit& unit : units) {
+      check(unit.full.storage().nbytes() == 0, unit.name + "'s bytes freed after backward");
+      check(unit.shard.grad().defined() && unit.shard.grad().scalar_type() == at::kFloat,
+            unit.name + ": a float32 gradient on the shard");
+      check(unit.shard.grad().abs().sum().item<double>() > 0, unit.name + ": a gradient");
+    }
+    // What is left of the step: the shards' gradients, the loss, the rotary tables (cos, sin)
+    // -- each a 512-byte multiple -- and nothing gathered.
+    auto block = [](int64_t bytes) { return (bytes + 511) / 512 * 512; };
+    int64_t expected = block(4) + 2 * block(2 * config.seq_len * config.head_dim());
+    for (FlatUnit& unit : units) expected += block(4 * unit.shard_numel);
+    const int64_t left = memory::stats(device).allocated_bytes - before;
+    check(left == expected, "after backward " + std::to_string(left) + " bytes held, expected " +
+                                std::to_string(expected));
   }));
 }
 

@@ -26,6 +26,7 @@
 #include <ATen/TensorOperators.h>
 #include <ATen/core/grad_mode.h>
 #include <ATen/ops/_scaled_dot_product_attention_math.h>
+#include <ATen/ops/amax.h>
 #include <ATen/ops/_scaled_dot_product_cudnn_attention.h>
 #include <ATen/ops/_scaled_dot_product_efficient_attention.h>
 #include <ATen/ops/_scaled_dot_product_flash_attention.h>
@@ -285,11 +286,16 @@ AttentionProbs attention_probs(const at::Tensor& q, at::Tensor k, at::Tensor v,
   AttentionProbs a{q.to(at::kFloat), k.to(at::kFloat), v.to(at::kFloat), {}, {}};
   at::Tensor scores = at::matmul(a.q, a.k.transpose(-2, -1)) * scale;
   if (is_causal) {
-    const at::Tensor keep = at::ones({q.size(2), k.size(2)}, q.options().dtype(at::kBool)).tril();
-    scores = scores.masked_fill(keep.logical_not(), -std::numeric_limits<float>::infinity());
+    // Above the diagonal: masked (triu, not tril's logical_not, which has no meta function in
+    // LibTorch alone, so that --compute shapes runs it without Python).
+    const at::Tensor masked =
+        at::ones({q.size(2), k.size(2)}, q.options().dtype(at::kBool)).triu(1);
+    scores = scores.masked_fill(masked, -std::numeric_limits<float>::infinity());
   }
   if (mask.defined()) scores = scores + mask.to(at::kFloat);
-  a.lse = at::logsumexp(scores, -1);
+  // Under --compute shapes only the shape: logsumexp's kernel reads the maxima (abs.out, which
+  // has no meta function in LibTorch alone); amax has one, of the same result shape and dtype.
+  a.lse = computes_shapes_only() ? at::amax(scores, -1) : at::logsumexp(scores, -1);
   a.probs = at::softmax(scores, -1);
   return a;
 }

@@ -10,8 +10,10 @@
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
 #include <ATen/ExpandUtils.h>
+#include <c10/core/WrapDimMinimal.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/empty_like.h>
+#include <ATen/ops/result_type.h>
 
 #include <string_view>
 #include <unordered_set>
@@ -31,6 +33,14 @@ bool shape_of_self(std::string_view name) {
       "aten::gelu",     "aten::silu",   "aten::gelu_backward", "aten::silu_backward",
       "aten::hardtanh", "aten::square",
   };
+  return kOps.count(name) > 0;
+}
+
+// Unary pointwise ops whose functional form torch implements through their out= variant (a
+// CompositeExplicitAutograd kernel: `logical_not` makes a bool tensor and calls logical_not.out,
+// as SDPA's causal mask does).
+bool unary_pointwise_out(std::string_view name) {
+  static const std::unordered_set<std::string_view> kOps = {"aten::logical_not"};
   return kOps.count(name) > 0;
 }
 
@@ -85,6 +95,14 @@ bool run_shape_function(const c10::OperatorHandle& op, torch::jit::Stack* stack)
   }
   if (n == 0 || !args[0].isTensor()) return false;
   const at::Tensor self = args[0].toTensor();
+  if (schema.overload_name() == "out" && n == 2 && unary_pointwise_out(schema.name())) {
+    // (self, *, out): out resized to self's sizes (its dtype is the caller's: bool here).
+    at::Tensor out = args[1].toTensor();
+    out.resize_(self.sizes());
+    torch::jit::drop(*stack, n);
+    torch::jit::push(*stack, std::move(out));
+    return true;
+  }
   at::Tensor result;
   if (shape_of_self(schema.name())) {
     result = at::empty_like(self);
@@ -97,6 +115,27 @@ bool run_shape_function(const c10::OperatorHandle& op, torch::jit::Stack* stack)
     const bool none = args[2].toInt() == 0;  // at::Reduction::None
     result = none ? at::empty(at::infer_size(self.sizes(), target.sizes()), self.options())
                   : at::empty({}, self.options());
+  } else if (schema.name() == "aten::index_select" && n == 3) {
+    // (self, dim, index): self's sizes, dim's the index's length (an embedding's lookup).
+    std::vector<int64_t> sizes = self.sizes().vec();
+    if (!sizes.empty()) {
+      sizes[c10::maybe_wrap_dim(args[1].toInt(), self.dim())] = args[2].toTensor().numel();
+    }
+    result = at::empty(sizes, self.options());
+  } else if (schema.name() == "aten::where" && schema.overload_name() == "self" && n == 3) {
+    // (condition, self, other): the three broadcast, in the values' promoted dtype.
+    const at::Tensor a = args[1].toTensor(), b = args[2].toTensor();
+    result = at::empty(at::infer_size(at::infer_size(self.sizes(), a.sizes()), b.sizes()),
+                       self.options().dtype(at::result_type(a, b)));
+  } else if (schema.name() == "aten::where" && schema.overload_name() == "self_out" && n == 4) {
+    // (condition, self, other, *, out), which where.self calls: out resized to the three
+    // broadcast (SDPA's math path turns a boolean mask into an additive one with it).
+    const at::Tensor a = args[1].toTensor(), b = args[2].toTensor();
+    result = args[3].toTensor();
+    result.resize_(at::infer_size(at::infer_size(self.sizes(), a.sizes()), b.sizes()));
+  } else if (schema.name() == "aten::embedding_dense_backward" && n == 5) {
+    // (grad_output, indices, num_weights, padding_idx, scale_grad_by_freq): [num_weights, dim].
+    result = at::empty({args[2].toInt(), self.size(-1)}, self.options());
   } else {
     return false;
   }

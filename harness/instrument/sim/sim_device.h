@@ -17,6 +17,8 @@
 //     scalar, is an error, as on CUDA.
 // See DESIGN.md, "The counting contract", and docs/how-it-works.md.
 #include <c10/core/Device.h>
+#include <c10/core/ScalarType.h>
+#include <c10/util/ArrayRef.h>
 
 #include <string>
 #include <vector>
@@ -78,6 +80,14 @@ enum class Compute { kValues, kShapes };
 void set_compute(Compute compute);
 Compute compute() noexcept;
 inline bool computes_shapes_only() noexcept { return compute() == Compute::kShapes; }
+// A CPU tensor of `sizes` and `dtype` without bytes behind it: its host memory is counted (the
+// ledger's host account) while it lives, its addresses reserved and never backed, as kShapes
+// gives device memory. For what a model built whole on the host would cost under kShapes,
+// where the host could not hold it: nothing may read or write its elements (a read faults).
+// A copy from the device into one moves nothing (and writes no placeholder).
+at::Tensor host_tensor_without_bytes(c10::IntArrayRef sizes, c10::ScalarType dtype);
+// Whether `t` has no bytes behind it: a device tensor under kShapes, or host_tensor_without_bytes.
+bool has_no_bytes(const at::Tensor& t);
 // "values" or "shapes"; and the reverse (nullopt for any other word).
 const char* compute_name(Compute compute) noexcept;
 

@@ -152,7 +152,7 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
   const int64_t begin = events::begin_time();
   if (computes_shapes_only()) {
     // Nothing moves; what the host receives is the placeholder, zeros (sim_device.h, Compute).
-    if (!dst_sim) {
+    if (!dst_sim && !has_no_bytes(dst)) {
       dst.zero_();
       if (events::collecting()) events::record_event(kValueNotComputed, "copy D2H");
     }
@@ -460,7 +460,7 @@ void run_meta_function(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
   } catch (const c10::NotImplementedError&) {
     // The dispatcher leaves the stack as it was when no kernel was found.
   }
-  TORCH_CHECK_NOT_IMPLEMENTED(run_shape_function(op, stack), op.schema().name(),
+  TORCH_CHECK_NOT_IMPLEMENTED(run_shape_function(op, stack), op.schema().operator_name(),
                               " cannot run with --compute shapes: it has no meta function (its "
                               "output size depends on the values, or torch has no shape rule for "
                               "it outside Python); run with --compute values, or without this op");

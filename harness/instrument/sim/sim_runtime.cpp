@@ -11,6 +11,8 @@
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <c10/core/Stream.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/ops/empty.h>
+#include <c10/util/strides.h>
 
 #include <sys/mman.h>
 
@@ -375,6 +377,21 @@ double placeholder_of(const at::Tensor& t) {
 void set_placeholder(const at::Tensor& t, double value) {
   if (ShapesBlock* block = shapes_block_of(t)) block->placeholder = value;
 }
+
+at::Tensor host_tensor_without_bytes(c10::IntArrayRef sizes, c10::ScalarType dtype) {
+  const int64_t nbytes = c10::multiply_integers(sizes) * c10::elementSize(dtype);
+  void* data = nbytes > 0 ? AddressSpace::get().take(static_cast<size_t>(nbytes)) : nullptr;
+  auto* block = new ShapesBlock{nbytes, memory::kHost, 0.0};
+  memory::charge(memory::kHost, nbytes);
+  c10::Storage storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes),
+                       c10::DataPtr(data, block, &free_shapes_block, c10::Device(c10::kCPU)),
+                       /*allocator=*/nullptr, /*resizable=*/false);
+  at::Tensor t = at::empty({0}, at::TensorOptions().dtype(dtype));
+  t.set_(storage, 0, sizes, c10::contiguous_strides(sizes));
+  return t;
+}
+
+bool has_no_bytes(const at::Tensor& t) { return shapes_block_of(t) != nullptr; }
 
 c10::Allocator* device_allocator(c10::DeviceType type) {
   return type == c10::DeviceType::CUDA ? &g_cuda_allocator : &g_device_allocator;

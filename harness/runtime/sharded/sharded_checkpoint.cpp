@@ -73,6 +73,8 @@ Checkpoint ShardedStrategy::consolidated_checkpoint(Optimizer& optimizer, int64_
   const int64_t units = static_cast<int64_t>(model().units().size());
   for (int64_t i = 0; i < units; ++i) {
     const FlatUnit& unit = model().units()[static_cast<size_t>(i)];
+    TORCH_CHECK(unit.layer == nullptr, "the sharded strategy's checkpoints hold Linear units only (",
+                unit.name, " is not one)");
     const int64_t weight_numel = unit.out_features * unit.in_features;
     HARNESS_SITE();
     auto split = [&](const at::Tensor& flat) {
@@ -161,6 +163,8 @@ void ShardedStrategy::restore_consolidated(const Checkpoint& ckpt, Optimizer& op
   const int rank = comm_.rank();
   for (size_t i = 0; i < model().units().size(); ++i) {
     FlatUnit& unit = model().units()[i];
+    TORCH_CHECK(unit.layer == nullptr, "the sharded strategy's checkpoints hold Linear units only (",
+                unit.name, " is not one)");
     const at::Tensor& w = entry(saved, weight_name(unit), {unit.out_features, unit.in_features});
     const at::Tensor& b = entry(saved, bias_name(unit), {unit.out_features});
     unit.shard.copy_(unit.shard_of(at::cat({w.reshape(-1), b}), rank));

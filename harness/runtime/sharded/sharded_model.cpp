@@ -1,11 +1,15 @@
 #include "harness/runtime/sharded/sharded_model.h"
 #include "harness/instrument/site.h"
+#include "harness/instrument/sim/sim_device.h"
 
 #include <ATen/ops/cat.h>
 #include <ATen/ops/empty.h>
 #include <ATen/ops/linear.h>
 #include <ATen/ops/zeros.h>
+#include <c10/core/DeviceGuard.h>
+#include <torch/csrc/autograd/autograd.h>
 #include <c10/core/GradMode.h>
+#include <c10/util/strides.h>
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
@@ -39,7 +43,73 @@ at::Tensor FlatUnit::bias() const {
   return full.narrow(0, out_features * in_features, out_features);
 }
 
+std::vector<at::Tensor> FlatUnit::parameter_leaves() const {
+  std::vector<at::Tensor> out;
+  out.reserve(slots.size());
+  for (const ParamSlot& slot : slots) {
+    at::Tensor leaf = at::empty({0}, full.options());
+    leaf.set_(full.storage(), full.storage_offset() + slot.offset, slot.sizes,
+              c10::contiguous_strides(slot.sizes));
+    out.push_back(leaf.requires_grad_(true));
+  }
+  return out;
+}
+
+std::vector<at::Tensor> FlatUnit::unflatten(const at::Tensor& flat) const {
+  std::vector<at::Tensor> out;
+  out.reserve(slots.size());
+  for (const ParamSlot& slot : slots) {
+    out.push_back(flat.narrow(0, slot.offset, slot.numel).view(slot.sizes));
+  }
+  return out;
+}
+
+c10::ScalarType FlatUnit::gather_dtype() const {
+  return compute_dtype == c10::ScalarType::Undefined ? shard.scalar_type() : compute_dtype;
+}
+
 namespace {
+
+// A host copy of `t` (a D2H copy); under sim's --compute shapes one without bytes, as the host
+// may not hold a full-size model's (the copy is counted the same).
+at::Tensor to_host(const at::Tensor& t) {
+  if (!sim::computes_shapes_only()) return t.to(at::kCPU);
+  at::Tensor host = sim::host_tensor_without_bytes(t.sizes(), t.scalar_type());
+  host.copy_(t);
+  return host;
+}
+
+// The host tensors one after another (host work, not counted); under --compute shapes their
+// sizes only.
+at::Tensor host_cat(const std::vector<at::Tensor>& pieces) {
+  if (!sim::computes_shapes_only()) return at::cat(pieces);
+  int64_t elements = 0;
+  for (const at::Tensor& p : pieces) elements += p.numel();
+  return sim::host_tensor_without_bytes({elements}, pieces.front().scalar_type());
+}
+
+// A unit's whole (padded) flat gradient onto its shard: reduce-scattered and averaged over the
+// ranks (as DDP averages); or, with gradient sync off, kept whole on this rank and summed until a
+// backward that reduces it (FSDP2 keeps the unsharded gradients while requires_gradient_sync is
+// off): then no collective and no shard gradient (undefined).
+at::Tensor reduce_unit_gradient(FlatUnit& unit, ShardedModel& model, at::Tensor flat_grad) {
+  if (!model.gradient_sync()) {
+    if (unit.unreduced_grad.defined()) {
+      unit.unreduced_grad.add_(flat_grad);
+    } else {
+      unit.unreduced_grad = flat_grad;
+    }
+    return at::Tensor();
+  }
+  if (unit.unreduced_grad.defined()) {
+    flat_grad.add_(unit.unreduced_grad);
+    unit.unreduced_grad = at::Tensor();
+  }
+  at::Tensor grad_shard = at::empty({unit.shard_numel}, flat_grad.options());
+  model.comm().reduce_scatter_sum(grad_shard, flat_grad);
+  grad_shard.div_(model.comm().world_size());
+  return grad_shard;
+}
 
 // One unit's forward and backward as one autograd node: forward uses the full parameter the
 // engine's hooks gathered; backward gathers it again, computes the gradients of input, weight and
@@ -71,30 +141,78 @@ struct ShardedLinearFn : public torch::autograd::Function<ShardedLinearFn> {
     at::Tensor grad_input;
     if (ctx->needs_input_grad(0)) grad_input = grad_out.mm(unit->weight());
     std::vector<at::Tensor> pieces = {grad_out.t().mm(input).reshape(-1), grad_out.sum(0)};
-    const int world = model->comm().world_size();
-    const int64_t padding = unit->padded_numel(world) - unit->numel;
+    const int64_t padding = unit->padded_numel(model->comm().world_size()) - unit->numel;
     if (padding > 0) pieces.push_back(at::zeros({padding}, grad_out.options()));
-    at::Tensor flat_grad = at::cat(pieces);
-    if (!model->gradient_sync()) {
-      // Kept whole on this rank, summed, until a backward that reduces it (FSDP2 keeps the
-      // unsharded gradients while requires_gradient_sync is off): no collective, no shard grad.
-      if (unit->unreduced_grad.defined()) {
-        unit->unreduced_grad.add_(flat_grad);
-      } else {
-        unit->unreduced_grad = flat_grad;
-      }
-      engine->release(*unit);
-      return {grad_input, at::Tensor(), at::Tensor(), at::Tensor()};
-    }
-    if (unit->unreduced_grad.defined()) {
-      flat_grad.add_(unit->unreduced_grad);
-      unit->unreduced_grad = at::Tensor();
-    }
-    at::Tensor grad_shard = at::empty({unit->shard_numel}, grad_out.options());
-    model->comm().reduce_scatter_sum(grad_shard, flat_grad);
-    grad_shard.div_(world);  // the mean over ranks, as DDP averages
+    at::Tensor grad_shard = reduce_unit_gradient(*unit, *model, at::cat(pieces));
     engine->release(*unit);
     return {grad_input, grad_shard, at::Tensor(), at::Tensor()};
+  }
+};
+
+// A unit of several parameters (a FunctionalLayer) as one autograd node. Forward runs the layer
+// on leaves over the gathered parameter; when a backward will come it runs under autograd and
+// keeps that graph (as a module's own forward keeps its graph). Backward gathers the parameter
+// again into the same storage, runs the kept graph for the gradients of the input and the
+// parameters, and reduce-scatters them, flat, onto the shard.
+struct ShardedModuleFn : public torch::autograd::Function<ShardedModuleFn> {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& input,
+                            const at::Tensor& shard, int64_t unit_address, int64_t model_address,
+                            bool backward_will_come) {
+    (void)shard;  // an input so that autograd routes the unit's gradient to it
+    const auto* unit = reinterpret_cast<const FlatUnit*>(unit_address);
+    TORCH_CHECK(unit->status == UnitStatus::Available, unit->name, " is ", to_string(unit->status),
+                " in its forward; it must be AVAILABLE");
+    std::vector<at::Tensor> params = unit->parameter_leaves();
+    if (!backward_will_come) return unit->layer->forward_with(input, params);
+    at::Tensor inner_input = input.detach();
+    if (input.requires_grad()) inner_input.requires_grad_(true);
+    at::Tensor output;
+    {
+      c10::AutoGradMode grad(true);
+      output = unit->layer->forward_with(inner_input, params);
+    }
+    ctx->saved_data["unit"] = unit_address;
+    ctx->saved_data["model"] = model_address;
+    ctx->saved_data["input"] = inner_input;
+    ctx->saved_data["output"] = output;
+    ctx->saved_data["params"] = params;
+    return output.detach();
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    auto* unit = reinterpret_cast<FlatUnit*>(ctx->saved_data["unit"].toInt());
+    auto* model = reinterpret_cast<ShardedModel*>(ctx->saved_data["model"].toInt());
+    ShardedEngine* engine = model->active_engine();
+    TORCH_CHECK(engine != nullptr, "backward of ", unit->name, " with no engine on the module");
+    engine->fetch(*unit, /*prefetch_next=*/false, /*wrap=*/false);
+    const at::Tensor input = ctx->saved_data["input"].toTensor();
+    const at::Tensor output = ctx->saved_data["output"].toTensor();
+    std::vector<at::Tensor> wrt = ctx->saved_data["params"].toTensorVector();
+    const bool input_grad = input.requires_grad();
+    if (input_grad) wrt.push_back(input);
+    // The kept graph freed as it runs (retain_graph false), as the module's own would be.
+    std::vector<at::Tensor> computed =
+        torch::autograd::grad({output}, wrt, {grads[0]}, /*retain_graph=*/false,
+                              /*create_graph=*/false, /*allow_unused=*/true);
+    for (const char* key : {"input", "output", "params"}) ctx->saved_data.erase(key);
+    at::Tensor grad_input = input_grad ? computed.back() : at::Tensor();
+    std::vector<at::Tensor> pieces;
+    for (size_t i = 0; i < unit->slots.size(); ++i) {
+      pieces.push_back(computed[i].defined()
+                           ? computed[i].reshape(-1)
+                           : at::zeros({unit->slots[i].numel}, unit->full.options()));
+    }
+    const int64_t padding = unit->padded_numel(model->comm().world_size()) - unit->numel;
+    if (padding > 0) pieces.push_back(at::zeros({padding}, unit->full.options()));
+    // Reduced in the shard's dtype (FSDP2's reduce_dtype: float32 for bf16 compute).
+    at::Tensor flat_grad = at::cat(pieces);
+    if (flat_grad.scalar_type() != unit->shard.scalar_type()) {
+      flat_grad = flat_grad.to(unit->shard.scalar_type());
+    }
+    at::Tensor grad_shard = reduce_unit_gradient(*unit, *model, flat_grad);
+    engine->release(*unit);
+    return {grad_input, grad_shard, at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
@@ -205,9 +323,17 @@ at::Tensor ShardedModel::forward(torch::nn::Sequential& layers, const at::Tensor
     const std::string layer = layers_name_.empty() ? std::to_string(index)
                                                    : layers_name_ + "." + std::to_string(index);
     enter(layer, unit);
-    x = unit == nullptr ? it->forward<at::Tensor>(x)
-                        : ShardedLinearFn::apply(x, unit->shard, reinterpret_cast<int64_t>(unit),
-                                                 reinterpret_cast<int64_t>(this));
+    if (unit == nullptr) {
+      x = it->forward<at::Tensor>(x);
+    } else if (unit->layer != nullptr) {
+      const bool backward_will_come =
+          c10::GradMode::is_enabled() && (unit->shard.requires_grad() || x.requires_grad());
+      x = ShardedModuleFn::apply(x, unit->shard, reinterpret_cast<int64_t>(unit),
+                                 reinterpret_cast<int64_t>(this), backward_will_come);
+    } else {
+      x = ShardedLinearFn::apply(x, unit->shard, reinterpret_cast<int64_t>(unit),
+                                 reinterpret_cast<int64_t>(this));
+    }
     leave(layer, unit);
   }
   for (auto it = outer_modules_.rbegin(); it != outer_modules_.rend(); ++it) {
@@ -268,8 +394,7 @@ void ShardedEngine::fetch(FlatUnit& unit, bool prefetch_next, bool wrap) {
   // only NOT_AVAILABLE parameters: one still INFLIGHT through another registry is skipped, not
   // waited for.
   if (unit.status == UnitStatus::NotAvailable) {
-    unit.full = at::empty({unit.padded_numel(comm.world_size())}, unit.shard.options());
-    comm.all_gather_into(unit.full, unit.shard.detach());
+    comm.all_gather_into(gather_buffer(unit), gather_input(unit));
     unit.status = UnitStatus::Available;
   }
   // DeepSpeed's `assert param.ds_status == ZeroParamStatus.AVAILABLE`: the #17523 failure.
@@ -283,15 +408,39 @@ void ShardedEngine::fetch(FlatUnit& unit, bool prefetch_next, bool wrap) {
   if (!prefetch_next || !options_.prefetch) return;
   FlatUnit* next = model_.next_unit(unit, wrap);
   if (next == nullptr || next->status != UnitStatus::NotAvailable) return;
-  next->full = at::empty({next->padded_numel(comm.world_size())}, next->shard.options());
-  registry()[next] = comm.all_gather_into_async(next->full, next->shard.detach());
+  registry()[next] = comm.all_gather_into_async(gather_buffer(*next), gather_input(*next));
   next->status = UnitStatus::Inflight;
   next->inflight_by = options_.name;
 }
 
+at::Tensor& ShardedEngine::gather_buffer(FlatUnit& unit) {
+  const int64_t elements = unit.padded_numel(model_.comm().world_size());
+  if (unit.layer == nullptr || !unit.full.defined()) {
+    unit.full = at::empty({elements}, unit.shard.options().dtype(unit.gather_dtype()));
+    return unit.full;
+  }
+  // A FunctionalLayer unit keeps its storage (graphs of earlier forwards hold leaves over it):
+  // its bytes come back, from the allocator of the device the storage is on.
+  c10::StorageImpl* storage = unit.full.storage().unsafeGetStorageImpl();
+  const c10::DeviceGuard on(unit.full.device());
+  storage->set_data_ptr_noswap(storage->allocator()->allocate(unit.full.nbytes()));
+  storage->set_nbytes(unit.full.nbytes());
+  return unit.full;
+}
+
+at::Tensor ShardedEngine::gather_input(const FlatUnit& unit) {
+  const at::Tensor shard = unit.shard.detach();
+  return shard.scalar_type() == unit.gather_dtype() ? shard : shard.to(unit.gather_dtype());
+}
+
 void ShardedEngine::release(FlatUnit& unit) {
   if (unit.status != UnitStatus::Available) return;
-  unit.full = at::Tensor();
+  if (unit.layer == nullptr) {
+    unit.full = at::Tensor();
+  } else {
+    // The bytes freed, the storage kept (FSDP2: unsharded_param.untyped_storage().resize_(0)).
+    unit.full.storage().unsafeGetStorageImpl()->reset();
+  }
   unit.status = UnitStatus::NotAvailable;
 }
 
@@ -309,8 +458,8 @@ std::unique_ptr<Optimizer> ShardedEngine::setup_optimizer(const AdamOptions& ada
   // Defragment: the shards out to the host and back as one flat device buffer.
   std::vector<at::Tensor> host;
   HARNESS_SITE();
-  for (FlatUnit& unit : model_.units()) host.push_back(unit.shard.detach().to(at::kCPU));
-  const at::Tensor flat = at::cat(host).to(model_.units().front().shard.device());
+  for (FlatUnit& unit : model_.units()) host.push_back(to_host(unit.shard.detach()));
+  const at::Tensor flat = host_cat(host).to(model_.units().front().shard.device());
   int64_t offset = 0;
   for (FlatUnit& unit : model_.units()) {
     unit.shard.set_data(flat.narrow(0, offset, unit.shard_numel));

@@ -1,9 +1,10 @@
 #pragma once
 // ZeRO-3 / FSDP-style parameter sharding, one flat parameter per unit.
 //
-// A unit is one Linear layer of a module's Sequential: its weight and bias flattened into one
-// flat parameter, padded to a multiple of the world size (as FSDP pads) and split evenly over the
-// ranks. Each rank keeps only its shard (`FlatUnit::shard`, the optimizer's parameter). Before a
+// A unit is one layer of a module's Sequential that has parameters -- a Linear, or a
+// FunctionalLayer of several (a transformer block: FSDP2's fully_shard per block) -- its
+// parameters flattened into one flat parameter, padded to a multiple of the world size (as FSDP
+// pads) and split evenly over the ranks. Each rank keeps only its shard (`FlatUnit::shard`, the optimizer's parameter). Before a
 // unit runs forward -- and again before its backward -- its full parameter is gathered with one
 // all_gather; after use it is freed back to the shard (reshard after forward). The gradient of the
 // full parameter is reduce-scattered onto the shards (averaged over ranks, as DDP averages).
@@ -14,6 +15,13 @@
 // in the manner of DeepSpeed's engine) fetches and releases units through its registry; the
 // registry is either the module's (one for every engine: DeepSpeed >= 0.9.3) or the engine's own
 // (before: a second engine meets a unit the first left INFLIGHT and fails, Lightning #17523).
+//
+// A FunctionalLayer unit may be gathered in a lower precision than its shards keep (FSDP2's
+// MixedPrecisionPolicy: bf16 for compute, float32 shards, gradients reduced in float32). Its
+// forward runs the layer on the gathered parameters under autograd and keeps that graph for the
+// backward; after the forward the gathered parameter's bytes are freed and its storage kept (as
+// FSDP2 resizes the unsharded parameters' storage to 0), and the backward's gather refills the
+// same storage, so the graph's saved parameters see the values again.
 //
 // ShardedModel is what stays on the module (as its LayerRunner): the units, the module's
 // registry and the hooks every engine registered on it. An engine registers its hooks as
@@ -48,11 +56,24 @@ namespace harness::runtime {
 enum class UnitStatus { NotAvailable, Inflight, Available };
 const char* to_string(UnitStatus status);
 
+// One of a unit's parameters: where its elements lie in the flat parameter.
+struct ParamSlot {
+  std::string name;  // its name in the layer ("weight", "wq", ...)
+  std::vector<int64_t> sizes;
+  int64_t offset = 0, numel = 0;
+};
+
 struct FlatUnit {
   size_t layer_index = 0;  // position in the module's Sequential
   std::string name;        // e.g. "layer 2 (Linear 64->64)"
-  int64_t in_features = 0, out_features = 0;
-  int64_t numel = 0;        // weight and bias elements
+  int64_t in_features = 0, out_features = 0;  // Linear units
+  // Non-null: the unit is this layer's (several parameters, run by ShardedModel through it);
+  // null: a Linear (weight, bias).
+  const FunctionalLayer* layer = nullptr;
+  std::vector<ParamSlot> slots;  // the layer's parameters in named_parameters order
+  // What the full parameter is gathered in (Undefined: the shard's dtype).
+  c10::ScalarType compute_dtype = c10::ScalarType::Undefined;
+  int64_t numel = 0;        // the parameters' elements
   int64_t shard_numel = 0;  // ceil(numel / world_size)
   at::Tensor shard;         // leaf, requires grad: this rank's elements (padding included)
   at::Tensor full;          // world_size * shard_numel elements while INFLIGHT or AVAILABLE
@@ -69,6 +90,12 @@ struct FlatUnit {
   // Views of `full` as the layer's weight and bias.
   at::Tensor weight() const;
   at::Tensor bias() const;
+  // The layer's parameters over `full`'s storage, as new leaves (each with its own version
+  // counter, so that the gather refilling the storage does not invalidate a graph built on them).
+  std::vector<at::Tensor> parameter_leaves() const;
+  // Each slot of `flat` (the unit's elements, on any device) viewed with the parameter's sizes.
+  std::vector<at::Tensor> unflatten(const at::Tensor& flat) const;
+  c10::ScalarType gather_dtype() const;
 };
 
 // Gathers in flight, by unit.
@@ -195,6 +222,10 @@ class ShardedEngine {
  private:
   GatherRegistry& registry();
   void remove_hooks();
+  // Where a gather of `unit` lands (its full parameter, in its gather dtype) and what it gathers
+  // (the shard, cast to that dtype).
+  at::Tensor& gather_buffer(FlatUnit& unit);
+  static at::Tensor gather_input(const FlatUnit& unit);
 
   ShardedModel& model_;
   EngineOptions options_;

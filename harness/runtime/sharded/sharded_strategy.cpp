@@ -5,6 +5,8 @@
 #include <c10/core/GradMode.h>
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "harness/errors.h"
 #include "harness/runtime/parallel/data_parallel.h"
@@ -43,39 +45,70 @@ const char* to_string(EnginePolicy policy) {
 
 namespace {
 
-// A layer the strategy shards: its weight [out, in] and bias [out], on whatever device (meta
-// included) the module was built.
+// A layer the strategy shards: its parameters (named_parameters order), on whatever device (meta
+// included) the module was built; `functional` when the layer runs with given parameters (a
+// unit of several), null for a Linear (weight [out, in], bias [out]).
 struct LayerParameters {
   size_t index;
-  at::Tensor weight, bias;
+  std::string kind;  // the layer's class, for the unit's name
+  std::vector<std::string> names;
+  std::vector<at::Tensor> params;
+  const FunctionalLayer* functional = nullptr;
 };
+
+// "DecoderBlock" of "harness::runtime::(anonymous namespace)::DecoderBlockImpl".
+std::string short_kind(const std::string& name) {
+  std::string kind = name.substr(name.rfind(':') == std::string::npos ? 0 : name.rfind(':') + 1);
+  if (kind.size() > 4 && kind.compare(kind.size() - 4, 4, "Impl") == 0) kind.resize(kind.size() - 4);
+  return kind;
+}
 
 std::vector<LayerParameters> shardable_layers(TrainModule& module) {
   torch::nn::Sequential* layers = module.layers();
   if (layers == nullptr) throw InputError("the sharded strategy needs a module with layers");
   std::vector<LayerParameters> out;
   for (size_t i = 0; i < (*layers)->size(); ++i) {
-    auto params = (*layers)[i]->named_parameters(/*recurse=*/false);
-    if (params.is_empty()) continue;
-    const at::Tensor* w = params.find("weight");
-    const at::Tensor* b = params.find("bias");
-    TORCH_CHECK(params.size() == 2 && w && b && w->dim() == 2 && b->dim() == 1,
-                "the sharded strategy shards Linear layers only (layer ", i, " is ",
-                (*layers)[i]->name(), ")");
-    out.push_back({i, *w, *b});
+    const std::shared_ptr<torch::nn::Module>& layer = (*layers)->ptr(i);
+    auto named = layer->named_parameters(/*recurse=*/true);
+    if (named.is_empty()) continue;
+    LayerParameters entry{i, short_kind(layer->name()), {}, {}, nullptr};
+    for (const auto& item : named) {
+      entry.names.push_back(item.key());
+      entry.params.push_back(item.value());
+    }
+    entry.functional = dynamic_cast<const FunctionalLayer*>(layer.get());
+    const bool linear = entry.params.size() == 2 && entry.names[0] == "weight" &&
+                        entry.names[1] == "bias" && entry.params[0].dim() == 2 &&
+                        entry.params[1].dim() == 1;
+    TORCH_CHECK(entry.functional != nullptr || linear,
+                "the sharded strategy shards Linear layers and FunctionalLayers (layer ", i,
+                " is ", layer->name(), ")");
+    out.push_back(std::move(entry));
   }
   TORCH_CHECK(!out.empty(), "the module has no layer to shard");
   return out;
 }
 
-FlatUnit describe_unit(const LayerParameters& layer, int world) {
+FlatUnit describe_unit(const LayerParameters& layer, int world,
+                       std::optional<c10::ScalarType> compute_dtype) {
   FlatUnit u;
   u.layer_index = layer.index;
-  u.out_features = layer.weight.size(0);
-  u.in_features = layer.weight.size(1);
-  u.name = "layer " + std::to_string(layer.index) + " (Linear " + std::to_string(u.in_features) +
-           "->" + std::to_string(u.out_features) + ")";
-  u.numel = layer.weight.numel() + layer.bias.numel();
+  for (size_t i = 0; i < layer.params.size(); ++i) {
+    const at::Tensor& p = layer.params[i];
+    u.slots.push_back({layer.names[i], p.sizes().vec(), u.numel, p.numel()});
+    u.numel += p.numel();
+  }
+  if (layer.functional != nullptr) {
+    u.layer = layer.functional;
+    if (compute_dtype) u.compute_dtype = *compute_dtype;
+    u.name = "layer " + std::to_string(layer.index) + " (" + layer.kind + ", " +
+             std::to_string(u.numel) + " parameters)";
+  } else {
+    u.out_features = layer.params[0].size(0);
+    u.in_features = layer.params[0].size(1);
+    u.name = "layer " + std::to_string(layer.index) + " (Linear " +
+             std::to_string(u.in_features) + "->" + std::to_string(u.out_features) + ")";
+  }
   u.shard_numel = (u.numel + world - 1) / world;
   return u;
 }
@@ -86,13 +119,29 @@ void take_shard(FlatUnit& unit, const at::Tensor& flat, int rank) {
   unit.shard.set_requires_grad(true);
 }
 
-at::Tensor flatten(const at::Tensor& weight, const at::Tensor& bias) {
-  return at::cat({weight.reshape(-1), bias});
+at::Tensor flatten(const std::vector<at::Tensor>& params) {
+  std::vector<at::Tensor> flat;
+  for (const at::Tensor& p : params) flat.push_back(p.reshape(-1));
+  return at::cat(flat);
 }
 
 // Drops a layer's own parameters' memory (the shards hold the values from now on).
 void free_layer(const LayerParameters& layer) {
-  for (at::Tensor t : {layer.weight, layer.bias}) t.set_data(at::empty({0}, t.options()));
+  for (at::Tensor t : layer.params) t.set_data(at::empty({0}, t.options()));
+}
+
+// The layer's parameters made on `device` and initialised there, as the layer would.
+std::vector<at::Tensor> materialize(const LayerParameters& layer, c10::Device device) {
+  std::vector<at::Tensor> params;
+  for (const at::Tensor& p : layer.params) {
+    params.push_back(at::empty(p.sizes(), p.options().device(device)));
+  }
+  if (layer.functional != nullptr) {
+    layer.functional->init_parameters(params);
+  } else {
+    init_linear_parameters(params[0], params[1]);
+  }
+  return params;
 }
 
 }  // namespace
@@ -131,8 +180,8 @@ std::vector<FlatUnit> ShardedStrategy::shard_full_then(TrainModule& module) {
   module.module().to(device_);  // the whole module lands on the device first
   std::vector<FlatUnit> units;
   for (const LayerParameters& layer : shardable_layers(module)) {
-    FlatUnit unit = describe_unit(layer, comm_.world_size());
-    take_shard(unit, flatten(layer.weight, layer.bias), comm_.rank());
+    FlatUnit unit = describe_unit(layer, comm_.world_size(), options_.compute_dtype);
+    take_shard(unit, flatten(layer.params), comm_.rank());
     free_layer(layer);
     units.push_back(std::move(unit));
   }
@@ -143,13 +192,10 @@ std::vector<FlatUnit> ShardedStrategy::shard_meta_init(TrainModule& module) {
   seed_default_generator(device_, options_.init_seed);
   std::vector<FlatUnit> units;
   for (const LayerParameters& layer : shardable_layers(module)) {
-    TORCH_CHECK(layer.weight.is_meta(), "meta_init needs a module built on the meta device");
-    FlatUnit unit = describe_unit(layer, comm_.world_size());
+    TORCH_CHECK(layer.params[0].is_meta(), "meta_init needs a module built on the meta device");
+    FlatUnit unit = describe_unit(layer, comm_.world_size(), options_.compute_dtype);
     // to_empty, then the layer's own init, on the device.
-    at::Tensor weight = at::empty(layer.weight.sizes(), layer.weight.options().device(device_));
-    at::Tensor bias = at::empty(layer.bias.sizes(), layer.bias.options().device(device_));
-    init_linear_parameters(weight, bias);
-    take_shard(unit, flatten(weight, bias), comm_.rank());
+    take_shard(unit, flatten(materialize(layer, device_)), comm_.rank());
     units.push_back(std::move(unit));
   }
   return units;
@@ -159,16 +205,19 @@ std::vector<FlatUnit> ShardedStrategy::shard_rank0_broadcast(TrainModule& module
   const bool root = comm_.rank() == 0;
   std::vector<FlatUnit> units;
   for (const LayerParameters& layer : shardable_layers(module)) {
-    TORCH_CHECK(layer.weight.is_meta() != root,
+    TORCH_CHECK(layer.params[0].is_meta() != root,
                 root ? "rank 0 must build the module on the host for rank0_broadcast"
                      : "ranks other than 0 build the module on meta for rank0_broadcast");
-    FlatUnit unit = describe_unit(layer, comm_.world_size());
+    FlatUnit unit = describe_unit(layer, comm_.world_size(), options_.compute_dtype);
     at::Tensor bucket;
     if (root) {
-      bucket = flatten(layer.weight.to(device_), layer.bias.to(device_));
+      std::vector<at::Tensor> on_device;
+      for (const at::Tensor& p : layer.params) on_device.push_back(p.to(device_));
+      bucket = flatten(on_device);
+      on_device.clear();
       free_layer(layer);
     } else {
-      bucket = at::empty({unit.numel}, layer.weight.options().device(device_));
+      bucket = at::empty({unit.numel}, layer.params[0].options().device(device_));
     }
     // _broadcast_coalesced: one broadcast per bucket of at most broadcast_bucket_bytes.
     const int64_t per_bucket =
@@ -232,9 +281,7 @@ std::vector<at::Tensor> ShardedStrategy::gather_full_parameters() {
   for (FlatUnit& unit : model().units()) {
     HARNESS_SITE();
     const at::Tensor host = gather_unpadded(unit, unit.shard).to(at::kCPU);
-    out.push_back(host.narrow(0, 0, unit.out_features * unit.in_features)
-                      .view({unit.out_features, unit.in_features}));
-    out.push_back(host.narrow(0, unit.out_features * unit.in_features, unit.out_features));
+    for (at::Tensor& p : unit.unflatten(host)) out.push_back(std::move(p));
   }
   return out;
 }

@@ -29,6 +29,7 @@
 //                         hooks removed) before the next is built.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "harness/runtime/optim/adam.h"
@@ -64,6 +65,9 @@ struct ShardedOptions {
   ShardedCheckpoint checkpoint = ShardedCheckpoint::Consolidated;
   // Engines set their optimizer up as DeepSpeed's ZeRO-3 does (see EngineOptions::defragment).
   bool deepspeed_optimizer_setup = false;
+  // What FunctionalLayer units are gathered in for compute (FSDP2's MixedPrecisionPolicy
+  // param_dtype; their gradients are reduced in the shards' dtype); unset: the shards' dtype.
+  std::optional<c10::ScalarType> compute_dtype;
 };
 
 class ShardedStrategy final : public Strategy {
@@ -72,7 +76,8 @@ class ShardedStrategy final : public Strategy {
 
   c10::Device root_device() const override { return device_; }
   Communicator* communicator() override { return &comm_; }
-  // Shards the module's Linear layers (once: a module already sharded is left as it is).
+  // Shards the module's Linear layers and FunctionalLayers, one unit each (once: a module
+  // already sharded is left as it is).
   void setup_module(TrainModule& module) override;
   std::unique_ptr<Optimizer> setup_optimizer(TrainModule& module) override;
   void begin_stage(TrainModule& module, Stage stage,
@@ -92,8 +97,8 @@ class ShardedStrategy final : public Strategy {
 
   ShardedModel& model();
   int64_t engines_built() const { return engines_built_; }
-  // The module's full parameters gathered to the host, in the module's parameter order (weight,
-  // bias per layer): collective.
+  // The module's full parameters gathered to the host, in the module's parameter order:
+  // collective.
   std::vector<at::Tensor> gather_full_parameters();
 
  private:
