@@ -71,7 +71,20 @@ MemoryWatch::Levels MemoryWatch::read_and_raise() {
   }
   raise(window_.device, now.device);
   raise(window_.host, now.host);
+  trace_levels(now);
   return now;
+}
+
+void MemoryWatch::trace_levels(const Levels& now) {
+  if (trace_ == nullptr) return;
+  const int64_t at = trace_clock_ns();
+  if (now.device) trace_->add_memory(true, at, now.device->allocated, now.device->peak);
+  if (now.host) trace_->add_memory(false, at, now.host->allocated, now.host->peak);
+}
+
+void MemoryWatch::attach_trace(TraceRecorder* trace) {
+  std::lock_guard<std::mutex> lock(mu_);
+  trace_ = trace;
 }
 
 void MemoryWatch::record(const Open& phase, const Levels& at_end) {
@@ -86,6 +99,11 @@ void MemoryWatch::start() {
   Levels now;  // what came before the window is not its peak
   if (device_) now.device = device_->read();
   if (host_) now.host = host_->read();
+  Levels at_start = now;  // the timeline starts at the level, as the window's peak does
+  for (std::optional<MemoryLevel>* level : {&at_start.device, &at_start.host}) {
+    if (*level) (*level)->peak = (*level)->allocated;
+  }
+  trace_levels(at_start);
   const MemoryCounts begins{starting_at(now.device), starting_at(now.host)};
   window_.add(begins);
   open_.assign(1, {Phase::current_name(), begins});
@@ -153,7 +171,10 @@ class MemoryInstrument final : public Instrument {
   std::string version() const override { return inner_->version(); }
   bool available() const override { return inner_->available(); }
   bool measures_launches() const override { return inner_->measures_launches(); }
-  void attach_trace(TraceRecorder* trace) override { inner_->attach_trace(trace); }
+  void attach_trace(TraceRecorder* trace) override {
+    inner_->attach_trace(trace);
+    watch_.attach_trace(trace);
+  }
   void drain() override { inner_->drain(); }
   std::optional<int64_t> sync_wait_so_far() const override { return inner_->sync_wait_so_far(); }
   void start() override {

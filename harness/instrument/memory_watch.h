@@ -65,6 +65,9 @@ class MemoryWatch final : public PhaseListener {
 
   void on_phase_begin(const char* name) noexcept override;
   void on_phase_end(const char* name) noexcept override;
+  // Every read (each phase boundary while started) also goes to `trace` as the memory timeline:
+  // the level then and the peak since the previous read, of each source. nullptr: none.
+  void attach_trace(TraceRecorder* trace);
 
  private:
   struct Levels {
@@ -75,9 +78,11 @@ class MemoryWatch final : public PhaseListener {
     MemoryCounts memory;
   };
   Levels read_and_raise();  // requires mu_: reads both sources, raises every open phase's peak
+  void trace_levels(const Levels& now);  // requires mu_: the timeline's record of this read
   void record(const Open& phase, const Levels& at_end);  // requires mu_
 
   std::unique_ptr<MemorySource> device_, host_;
+  TraceRecorder* trace_ = nullptr;
   std::mutex mu_;
   bool running_ = false;
   std::vector<Open> open_;  // innermost last

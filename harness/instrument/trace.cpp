@@ -142,6 +142,17 @@ void TraceRecorder::add_flow(std::string_view name, uint64_t id, std::string_vie
   }
 }
 
+void TraceRecorder::add_memory(bool on_device, int64_t at_ns, int64_t allocated,
+                               int64_t peak) noexcept {
+  try {
+    Event e{Kind::Memory, "phases", on_device ? "device memory" : "host memory", "memory", at_ns};
+    e.args = {{"allocated", allocated}, {"peak", peak}};
+    e.device = on_device ? 0 : -1;  // the process's device: set_device's index, when written
+    add(std::move(e));
+  } catch (...) {
+  }
+}
+
 uint64_t TraceRecorder::next_correlation() noexcept {
   std::lock_guard<std::mutex> lock(mu_);
   return ++correlations_;
@@ -359,6 +370,13 @@ std::string TraceRecorder::to_json(
         nlohmann::json j = base(e.name, e.category, "i", e.ts_ns);
         j["s"] = "t";
         emit(with_args(std::move(j), e.args), e.track);
+        break;
+      }
+      case Kind::Memory: {
+        // A counter: Perfetto and chrome://tracing draw one graph per name and argument.
+        nlohmann::json j = base(e.name, e.category, "C", e.ts_ns);
+        j["args"] = e.args;
+        emit(std::move(j), e.track);
         break;
       }
       case Kind::FlowStart:

@@ -101,6 +101,11 @@ class TraceRecorder final : public PhaseListener {
   // shape's distributedInfo.
   void set_process(int pid, std::string name, int rank = 0, int world_size = 1,
                    std::string backend = "");
+  // Memory of this process's device (`on_device`) or of the host at `at_ns`: the bytes allocated
+  // then and the most allocated at once since the previous record (a memory watch records both
+  // at every phase boundary). Chrome: counters "device memory" and "host memory"; Kineto:
+  // PyTorch's "[memory]" instant events.
+  void add_memory(bool on_device, int64_t at_ns, int64_t allocated, int64_t peak) noexcept;
   // The device of this process: its index, how Chrome tracks name it ("sim", "gpu") and the
   // name deviceProperties gives it.
   void set_device(int index, std::string track_prefix, std::string name);
@@ -119,7 +124,7 @@ class TraceRecorder final : public PhaseListener {
       const std::vector<std::pair<std::string, std::string>>& metadata = {}) const;
 
   // What is recorded, for the writers (trace.cpp, trace_kineto.cpp).
-  enum class Kind { Begin, End, Span, Instant, FlowStart, FlowEnd, Step, HostCall, Device };
+  enum class Kind { Begin, End, Span, Instant, FlowStart, FlowEnd, Step, HostCall, Device, Memory };
   struct Event {
     Kind kind;
     std::string track;  // Begin/End/Span/Instant/Flow*: the track
@@ -130,7 +135,7 @@ class TraceRecorder final : public PhaseListener {
     uint64_t id = 0;      // flow id; HostCall/Device: correlation; Step: K
     uint64_t thread = 0;  // the OS thread that recorded it (HostCall: the caller's)
     DeviceWork work = DeviceWork::Kernel;
-    int device = 0;
+    int device = 0;  // Device: the slice's; Memory: the device's, -1 for the host
     int64_t stream = 0;
     int64_t step = 0;  // Step: the trainer's number
   };

@@ -82,6 +82,7 @@ std::string TraceRecorder::to_kineto_json(
   std::set<uint64_t> flowed;
   // Phases and variants are spans (B/E pairs) on the thread that drives the run.
   std::map<std::string, std::vector<const Event*>> open;
+  int64_t last_device_allocated = 0, last_host_allocated = 0;  // for "[memory]"'s Bytes
   for (const Event& e : s.events) {
     switch (e.kind) {
       case Kind::Begin: open[e.track].push_back(&e); break;
@@ -127,6 +128,29 @@ std::string TraceRecorder::to_kineto_json(
       }
       case Kind::FlowStart:
       case Kind::FlowEnd: break;  // Chrome only: Kineto's arrows are its correlations
+      case Kind::Memory: {
+        // As PyTorch's profiler records memory (profile_memory=True): "[memory]" instants with
+        // the device (type 1: the GPU, 0: the CPU) and its total allocated; "Bytes" is the
+        // change since the previous record of that device.
+        const bool device = e.device >= 0;
+        const int64_t allocated = e.args.value("allocated", int64_t{0});
+        int64_t& last = device ? last_device_allocated : last_host_allocated;
+        events.push_back({{"ph", "i"},
+                          {"s", "t"},
+                          {"cat", "cpu_instant_event"},
+                          {"name", "[memory]"},
+                          {"pid", os_pid},
+                          {"tid", s.main_thread},
+                          {"ts", ts(e.ts_ns)},
+                          {"args",
+                           {{"Device Type", device ? 1 : 0},
+                            {"Device Id", device ? s.device : -1},
+                            {"Bytes", allocated - last},
+                            {"Total Allocated", allocated},
+                            {"Peak Allocated", e.args.value("peak", int64_t{0})}}}});
+        last = allocated;
+        break;
+      }
       case Kind::HostCall: {
         threads.insert(e.thread);
         const nlohmann::json args = object(e.args);

@@ -325,12 +325,15 @@ class Trace(unittest.TestCase):
     def test_trace_is_chrome_json_with_phases_and_device_events(self):
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "trace.json")
+            report_path = os.path.join(tmp, "r.json")
             run = bench("--scenario", "resume_adam", "--device", "sim", "--variant",
-                        "resume_move_all/foreach", "--trace", path, "-q")
+                        "resume_move_all/foreach", "--trace", path, "-o", report_path, "-q")
             self.assertEqual(run.returncode, 0, run.stderr)
             with open(path) as f:
                 doc = json.load(f)
-            self.assertEqual(os.listdir(tmp), ["trace.json"])  # no temporary left behind
+            with open(report_path) as f:
+                variant = json.load(f)["scenarios"][0]["variants"][0]
+            self.assertEqual(sorted(os.listdir(tmp)), ["r.json", "trace.json"])  # no temporary
         events = doc["traceEvents"]
         phases = {e["name"] for e in events if e.get("cat") == "phase"}
         for phase in ("train.forward", "train.backward", "optimizer.step", "checkpoint.load"):
@@ -345,6 +348,14 @@ class Trace(unittest.TestCase):
                             for e in item))
         sections = [e["name"] for e in events if e.get("cat") == "variant" and e["ph"] == "B"]
         self.assertIn("resume_adam resume_move_all/foreach", sections)
+        # The memory timeline: device and host memory at every phase boundary; its highest peak
+        # is the report's.
+        device = [e["args"] for e in events if e["ph"] == "C" and e["name"] == "device memory"]
+        host = [e["args"] for e in events if e["ph"] == "C" and e["name"] == "host memory"]
+        self.assertEqual(len(device), len(host))
+        self.assertGreater(len(device), 2 * len(phases))
+        self.assertTrue(all(a["peak"] >= a["allocated"] >= 0 for a in device))
+        self.assertEqual(max(a["peak"] for a in device), variant["total"]["memory.peak_bytes"])
 
 
 class Expectations(unittest.TestCase):

@@ -3,6 +3,11 @@
 #include <ATen/ATen.h>
 #include <gtest/gtest.h>
 
+#include <nlohmann/json.hpp>
+
+#include <utility>
+#include <vector>
+
 #include "harness/instrument/instrument.h"
 #include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/phase.h"
@@ -153,6 +158,44 @@ TEST_F(Memory, APhasePeakIsAboveItsEndLevelWhenItFreesATemporary) {
   EXPECT_EQ(c.memory.device.allocated, level + 512);
   EXPECT_EQ(c.total().memory.device.peak, level + 4608);
   EXPECT_EQ(c.total().memory.device.allocated, level + 512);
+}
+
+// The trace has the memory timeline: at every phase boundary the level and the peak since the
+// boundary before, as Chrome counters and as Kineto's "[memory]" events.
+TEST_F(Memory, ATracedWindowHasTheLevelAndPeakAtEveryPhaseBoundary) {
+  TraceRecorder trace;
+  trace.set_device(0, "sim", "sim");
+  auto instrument = make_instrument(DeviceKind::Sim);
+  instrument->attach_trace(&trace);
+  at::Tensor keep;
+  const int64_t level = device_level();
+  {
+    Counting counting(*instrument);
+    Phase phase("work");
+    keep = sim_floats(128);
+    at::Tensor temporary = sim_floats(1024);
+  }
+  (void)instrument->take();
+  std::vector<std::pair<int64_t, int64_t>> device;  // (allocated, peak) of each record
+  const nlohmann::json chrome = nlohmann::json::parse(trace.to_json());
+  for (const auto& e : chrome.at("traceEvents")) {
+    if (e.at("ph") != "C" || e.at("name") != "device memory") continue;
+    device.emplace_back(e.at("args").at("allocated"), e.at("args").at("peak"));
+  }
+  // The window's start, the phase's start and its end, the window's end.
+  const std::vector<std::pair<int64_t, int64_t>> expected = {
+      {level, level}, {level, level}, {level + 512, level + 4608}, {level + 512, level + 512}};
+  EXPECT_EQ(device, expected);
+  std::vector<int64_t> bytes, totals;
+  const nlohmann::json kineto = nlohmann::json::parse(trace.to_kineto_json());
+  for (const auto& e : kineto.at("traceEvents")) {
+    if (e.value("name", "") != "[memory]" || e.at("args").at("Device Type") != 1) continue;
+    EXPECT_EQ(e.at("args").at("Device Id"), 0);
+    bytes.push_back(e.at("args").at("Bytes"));
+    totals.push_back(e.at("args").at("Total Allocated"));
+  }
+  EXPECT_EQ(totals, (std::vector<int64_t>{level, level, level + 512, level + 512}));
+  EXPECT_EQ(bytes, (std::vector<int64_t>{level, 0, 512, 0}));
 }
 
 TEST_F(Memory, NestedPhasesPeakInsideTheirParentAndAQuietPhasePeaksAtTheLevel) {
