@@ -30,6 +30,9 @@ VariantResult VariantRunner::run(const std::string& name,
   const std::optional<int64_t> waited0 = cpu_wait_ns();
   const std::string section = scenario_ + " " + name;
   set_running_variant(scenario_, name);
+  // What the last variant left cached in the device allocator is not this one's (a fresh
+  // process has nothing reserved): its reserved memory starts from what is still held.
+  context_.instrument.release_cached_memory();
   if (context_.trace) context_.trace->section_begin(section);
   try {
     const NvtxRange range(scenario_ + "/" + name);  // tells variants apart on an nsys timeline

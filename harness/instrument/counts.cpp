@@ -167,6 +167,13 @@ std::vector<Measurement> memory_measurements(const PhaseCounts& c) {
       {"memory.allocated_bytes", v(c.memory.device.allocated), "bytes",
        described("device memory allocated at the end of the phase (its last occurrence) or "
                  "window")},
+      {"memory.reserved_peak_bytes", v(c.memory.reserved.peak), "bytes",
+       described("the most device memory the caching allocator held reserved at once (its "
+                 "segments: on sim, what CUDA's would reserve for the same requests; "
+                 "torch.cuda.max_memory_reserved)")},
+      {"memory.reserved_bytes", v(c.memory.reserved.allocated), "bytes",
+       described("device memory the caching allocator held reserved at the end of the phase "
+                 "or window")},
       {"host_memory.peak_bytes", v(c.memory.host.peak), "bytes",
        described("most bytes held by CPU tensors at once during the phase or window (pageable "
                  "memory of c10's CPU allocator; what was held when it began included)")},

@@ -43,10 +43,17 @@ struct MemoryTally {
 };
 
 struct MemoryCounts {
-  MemoryTally device;  // the rank's own device
-  MemoryTally host;    // CPU tensors (see memory_ledger.h)
-  void add(const MemoryCounts& later) { device.add(later.device); host.add(later.host); }
-  bool operator==(const MemoryCounts& o) const { return device == o.device && host == o.host; }
+  MemoryTally device;    // the rank's own device
+  MemoryTally host;      // CPU tensors (see memory_ledger.h)
+  MemoryTally reserved;  // the device's allocator's reserved bytes (its segments)
+  void add(const MemoryCounts& later) {
+    device.add(later.device);
+    host.add(later.host);
+    reserved.add(later.reserved);
+  }
+  bool operator==(const MemoryCounts& o) const {
+    return device == o.device && host == o.host && reserved == o.reserved;
+  }
 };
 
 // Everything counted while one phase was the innermost; and its memory (MemoryWatch), which

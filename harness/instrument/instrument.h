@@ -36,6 +36,9 @@ class Instrument {
   // Waits until the device has finished the work issued so far, without counting the wait, so
   // that a step's time covers its device work (a no-op where the host already waited: sim, cpu).
   virtual void drain() {}
+  // The device allocator's cached segments with nothing allocated go back (empty_cache), so that
+  // what the next variant reserves starts from what is held, as in a fresh process.
+  virtual void release_cached_memory() {}
 
   // The host time waited in syncs in the counts not yet taken, where the instrument knows it while
   // it counts (sim, cpu; every sync timed); empty elsewhere (cuda: CUPTI's records are read in

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <atomic>
+
+#include "harness/instrument/caching_allocator_model.h"
 #include <mutex>
 #include <new>
 #include <utility>
@@ -13,10 +15,30 @@
 namespace harness::memory {
 namespace {
 
+// A lock for a few tens of nanoseconds of work: a thread that finds it taken spins.
+class SpinLock {
+ public:
+  void lock() noexcept {
+    while (taken_.test_and_set(std::memory_order_acquire)) {
+    }
+  }
+  void unlock() noexcept { taken_.clear(std::memory_order_release); }
+
+ private:
+  std::atomic_flag taken_ = ATOMIC_FLAG_INIT;
+};
+
 struct alignas(64) Account {  // one cache line each: devices do not contend with the host
   std::atomic<int64_t> allocated{0};
   std::atomic<int64_t> peak{0};
   std::atomic<int64_t> program_peak{0};
+  // A device's: what CUDA's caching allocator would have reserved (caching_allocator_model.h),
+  // changed under `lock` only.
+  std::atomic<int64_t> reserved{0};
+  std::atomic<int64_t> reserved_peak{0};
+  std::atomic<int64_t> reserved_program_peak{0};
+  SpinLock lock;  // held for a model operation (tens of nanoseconds): cheaper than a mutex
+  CachingAllocatorModel* model = nullptr;  // made at the device's first block, never freed
 };
 Account g_accounts[kMaxDevices + 1];  // [0] is the host; constant-initialised, never destroyed
 
@@ -27,6 +49,7 @@ struct BlockHeader {
   size_t nbytes;
   std::atomic<int> account;
   c10::DataPtr base;  // what the counting CPU allocator wrapped (empty for sim device blocks)
+  void* model_block;  // a device's: its block in the caching allocator's model
 };
 static_assert(sizeof(BlockHeader) <= kBlockHeaderBytes, "the header must fit");
 static_assert(kBlockHeaderBytes % c10::gAlignment == 0, "the bytes must keep their alignment");
@@ -47,7 +70,10 @@ class CountingCpuAllocator final : public c10::Allocator {
     if (nbytes == 0) return base_->allocate(0);  // nothing to count (null where c10's is)
     c10::DataPtr base = base_->allocate(nbytes + kBlockHeaderBytes);
     const c10::Device device = base.device();
-    void* data = open_block(base.get(), nbytes, t_account);
+    // A CPU kernel's allocation charged to a device (ChargeTo) is modelled in the device's
+    // caching allocator only once a sim tensor adopts it (charge_to_device): its temporaries,
+    // which a CUDA kernel would not allocate, never are.
+    void* data = open_block(base.get(), nbytes, t_account, /*modelled=*/false);
     header_of(data)->base = std::move(base);
     return {data, data, &free_block, device};
   }
@@ -76,7 +102,9 @@ std::once_flag g_install_once;
 Stats stats(int account) noexcept {
   const Account& a = account_of(account);
   const int64_t level = a.allocated.load(std::memory_order_relaxed);
-  return {level, std::max(level, a.peak.load(std::memory_order_relaxed))};
+  const int64_t reserved = a.reserved.load(std::memory_order_relaxed);
+  return {level, std::max(level, a.peak.load(std::memory_order_relaxed)), reserved,
+          std::max(reserved, a.reserved_peak.load(std::memory_order_relaxed))};
 }
 
 void reset_peak(int account) noexcept { (void)take_peak(account); }
@@ -84,18 +112,24 @@ void reset_peak(int account) noexcept { (void)take_peak(account); }
 Stats take_peak(int account) noexcept {
   Account& a = account_of(account);
   const int64_t level = a.allocated.load(std::memory_order_relaxed);
-  return {level, std::max(level, a.peak.exchange(level, std::memory_order_relaxed))};
+  const int64_t reserved = a.reserved.load(std::memory_order_relaxed);
+  return {level, std::max(level, a.peak.exchange(level, std::memory_order_relaxed)), reserved,
+          std::max(reserved, a.reserved_peak.exchange(reserved, std::memory_order_relaxed))};
 }
 
 Stats program_stats(int account) noexcept {
   const Account& a = account_of(account);
   const int64_t level = a.allocated.load(std::memory_order_relaxed);
-  return {level, std::max(level, a.program_peak.load(std::memory_order_relaxed))};
+  const int64_t reserved = a.reserved.load(std::memory_order_relaxed);
+  return {level, std::max(level, a.program_peak.load(std::memory_order_relaxed)), reserved,
+          std::max(reserved, a.reserved_program_peak.load(std::memory_order_relaxed))};
 }
 
 void reset_program_peak(int account) noexcept {
   Account& a = account_of(account);
   a.program_peak.store(a.allocated.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  a.reserved_program_peak.store(a.reserved.load(std::memory_order_relaxed),
+                                std::memory_order_relaxed);
 }
 
 namespace {
@@ -111,27 +145,98 @@ int64_t held_bytes(int account, int64_t nbytes) noexcept {
   return (nbytes + kDeviceBlockBytes - 1) / kDeviceBlockBytes * kDeviceBlockBytes;
 }
 
-void charge(int account, int64_t nbytes) noexcept {
-  nbytes = held_bytes(account, nbytes);
+namespace {
+
+// The caching allocator's block for a device request (nullptr: the host, an empty request, or
+// no memory left to model it with).
+void* model_allocate(Account& a, int64_t nbytes) noexcept {
+  try {
+    std::lock_guard<SpinLock> held(a.lock);
+    if (a.model == nullptr) a.model = new CachingAllocatorModel();
+    void* block = a.model->allocate(nbytes);
+    const int64_t reserved = a.model->reserved_bytes();
+    a.reserved.store(reserved, std::memory_order_relaxed);
+    raise_to(a.reserved_peak, reserved);
+    raise_to(a.reserved_program_peak, reserved);
+    return block;
+  } catch (...) {
+    return nullptr;
+  }
+}
+
+void model_free(Account& a, void* block) noexcept {
+  std::lock_guard<SpinLock> held(a.lock);
+  a.model->free(static_cast<CachingAllocatorModel::Block*>(block));
+}
+
+}  // namespace
+
+// What a request holds: its block's size in the device's model (CUDA's allocated_bytes), or,
+// without a block, the request rounded (held_bytes).
+int64_t held_by(int account, int64_t nbytes, const void* block) noexcept {
+  return block != nullptr
+             ? CachingAllocatorModel::size_of(static_cast<const CachingAllocatorModel::Block*>(block))
+             : held_bytes(account, nbytes);
+}
+
+namespace {
+
+void* charge_block(int account, int64_t nbytes, bool modelled) noexcept {
   Account& a = account_of(account);
+  void* block = modelled && account != kHost && nbytes > 0 ? model_allocate(a, nbytes) : nullptr;
+  nbytes = held_by(account, nbytes, block);
   const int64_t level = a.allocated.fetch_add(nbytes, std::memory_order_relaxed) + nbytes;
   raise_to(a.peak, level);
   raise_to(a.program_peak, level);
+  return block;
 }
 
-void discharge(int account, int64_t nbytes) noexcept {
-  account_of(account).allocated.fetch_sub(held_bytes(account, nbytes), std::memory_order_relaxed);
+// A block already charged to `device` unmodelled, now modelled: the account holds its block's
+// size from now on instead of the rounded request.
+void* model_charged(int device, int64_t nbytes) noexcept {
+  Account& a = account_of(device);
+  void* block = model_allocate(a, nbytes);
+  if (block == nullptr) return nullptr;
+  const int64_t more = held_by(device, nbytes, block) - held_bytes(device, nbytes);
+  if (more != 0) {
+    const int64_t level = a.allocated.fetch_add(more, std::memory_order_relaxed) + more;
+    raise_to(a.peak, level);
+    raise_to(a.program_peak, level);
+  }
+  return block;
 }
 
-void* open_block(void* raw, size_t nbytes, int account) noexcept {
-  new (raw) BlockHeader{nbytes, {account}, {}};
-  charge(account, static_cast<int64_t>(nbytes));
+}  // namespace
+
+void* charge(int account, int64_t nbytes) noexcept {
+  return charge_block(account, nbytes, /*modelled=*/true);
+}
+
+void discharge(int account, int64_t nbytes, void* block) noexcept {
+  Account& a = account_of(account);
+  nbytes = held_by(account, nbytes, block);  // before the model frees (and may merge) it
+  if (block != nullptr) model_free(a, block);
+  a.allocated.fetch_sub(nbytes, std::memory_order_relaxed);
+}
+
+void release_cached(int account) noexcept {
+  Account& a = account_of(account);
+  std::lock_guard<SpinLock> held(a.lock);
+  if (a.model == nullptr) return;
+  a.model->release_cached();
+  a.reserved.store(a.model->reserved_bytes(), std::memory_order_relaxed);
+}
+
+void* open_block(void* raw, size_t nbytes, int account, bool modelled) noexcept {
+  BlockHeader* header = new (raw) BlockHeader{nbytes, {account}, {}, nullptr};
+  header->model_block = charge_block(account, static_cast<int64_t>(nbytes), modelled);
   return static_cast<char*>(raw) + kBlockHeaderBytes;
 }
 
 void* close_block(void* data) noexcept {
   BlockHeader* header = header_of(data);
-  discharge(header->account.load(std::memory_order_relaxed), static_cast<int64_t>(header->nbytes));
+  discharge(header->account.load(std::memory_order_relaxed), static_cast<int64_t>(header->nbytes),
+            header->model_block);
   header->~BlockHeader();
   return header;
 }
@@ -159,8 +264,11 @@ bool charge_to_device(const c10::DataPtr& ptr, int device) noexcept {
   BlockHeader* header = header_of(ptr.get());
   int expected = kHost;
   if (header->account.compare_exchange_strong(expected, device)) {
-    discharge(kHost, static_cast<int64_t>(header->nbytes));
-    charge(device, static_cast<int64_t>(header->nbytes));
+    discharge(kHost, static_cast<int64_t>(header->nbytes), nullptr);
+    header->model_block = charge(device, static_cast<int64_t>(header->nbytes));
+  } else if (expected == device && header->model_block == nullptr) {
+    // A CPU kernel's output, charged to the device when allocated: a device tensor now.
+    header->model_block = model_charged(device, static_cast<int64_t>(header->nbytes));
   }
   return true;
 }

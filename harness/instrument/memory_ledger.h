@@ -30,18 +30,25 @@ namespace harness::memory {
 inline constexpr int kHost = -1;        // the host account; 0..kMaxDevices-1 are sim devices
 inline constexpr int kMaxDevices = 64;  // as many as the sim backend allows
 inline constexpr size_t kBlockHeaderBytes = 64;
-// A device account holds what CUDA's caching allocator would give a request: its size rounded up
-// to a multiple of 512 bytes (CUDACachingAllocator.cpp round_size, kMinBlockSize), as
-// torch.cuda.memory_allocated() counts it. Its segments (2 MiB and 20 MiB pools), block splitting
-// and reuse are not modelled: a large request that would get a whole unsplit block is counted at
-// its rounded size, and nothing is counted as reserved.
+// A device account holds what CUDA's caching allocator would give a request, as
+// torch.cuda.memory_allocated() counts it: the block serving it in a model of that allocator
+// (caching_allocator_model.h) -- its size rounded up to a multiple of 512 bytes
+// (CUDACachingAllocator.cpp round_size, kMinBlockSize), or a whole block where what was left of
+// it was too small to split off (more than 1 MiB must be left in the large pool). What the
+// allocator would reserve from the driver for the same requests -- its 2 MiB and 20 MiB segments,
+// blocks split and reused -- is Stats::reserved_bytes (torch.cuda.memory_reserved()).
 inline constexpr int64_t kDeviceBlockBytes = 512;
-// What `account` holds for a request of `nbytes` (the host: nbytes itself).
+// What `account` holds for a request of `nbytes` rounded as a block is (the host: nbytes
+// itself); a large request's block may hold more (see above).
 int64_t held_bytes(int account, int64_t nbytes) noexcept;
 
 struct Stats {
   int64_t allocated_bytes = 0;  // held now
   int64_t peak_bytes = 0;       // the most held at once since the last reset (or the start)
+  // A device's: what CUDA's caching allocator would hold reserved for the same requests (its
+  // segments), now and at most since the same reset. The host: 0.
+  int64_t reserved_bytes = 0;
+  int64_t reserved_peak_bytes = 0;
 };
 
 Stats stats(int account) noexcept;
@@ -58,13 +65,19 @@ void reset_program_peak(int account) noexcept;
 // Counted blocks. `raw` points at kBlockHeaderBytes + nbytes bytes; open_block charges `nbytes`
 // to `account` and returns where the caller's bytes begin; close_block discharges them and
 // returns `raw` again (for the allocator that made it to free).
-void* open_block(void* raw, size_t nbytes, int account) noexcept;
+// `modelled` false: a device block enters the device's caching allocator model only when
+// charge_to_device() is called for it (a CPU kernel's output adopted by a sim tensor).
+void* open_block(void* raw, size_t nbytes, int account, bool modelled = true) noexcept;
 void* close_block(void* data) noexcept;
 
 // Plain charges, for bytes that are not in a counted block (a sim tensor adopting CPU bytes the
 // counting allocator did not make). `nbytes` is the request; the account holds held_bytes() of it.
-void charge(int account, int64_t nbytes) noexcept;
-void discharge(int account, int64_t nbytes) noexcept;
+// charge() returns the request's block in the device's caching allocator model (nullptr for the
+// host), which discharge() must be given back.
+void* charge(int account, int64_t nbytes) noexcept;
+void discharge(int account, int64_t nbytes, void* block) noexcept;
+// torch.cuda.empty_cache() on a device: its modelled segments with nothing allocated go back.
+void release_cached(int account) noexcept;
 
 // While one is alive, the CPU allocations this thread makes are charged to `account` instead of
 // the host: the sim backend runs a sim op's CPU kernel under one, so the outputs and temporaries
@@ -87,7 +100,8 @@ bool install_host_counting();
 bool host_counting_installed() noexcept;
 
 // Moves a block the counting CPU allocator made from the host account to device `device` (a CPU
-// kernel's output that a sim tensor adopts). Returns false when `ptr` is not such a block.
+// kernel's output that a sim tensor adopts), or, charged to that device already, puts it in the
+// device's caching allocator model. Returns false when `ptr` is not such a block.
 bool charge_to_device(const c10::DataPtr& ptr, int device) noexcept;
 
 }  // namespace harness::memory

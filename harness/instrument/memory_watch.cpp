@@ -14,9 +14,19 @@ namespace {
 class LedgerSource final : public MemorySource {
  public:
   explicit LedgerSource(int (*account)() noexcept) : account_(account) {}
+  void release_cached() noexcept override {
+    const int account = account_();
+    if (account != memory::kHost) memory::release_cached(account);
+  }
   std::optional<MemoryLevel> read() noexcept override {
-    const memory::Stats s = memory::take_peak(account_());
-    return MemoryLevel{s.allocated_bytes, s.peak_bytes};
+    const int account = account_();
+    const memory::Stats s = memory::take_peak(account);
+    MemoryLevel level{s.allocated_bytes, s.peak_bytes, std::nullopt, std::nullopt};
+    if (account != memory::kHost) {
+      level.reserved = s.reserved_bytes;
+      level.reserved_peak = s.reserved_peak_bytes;
+    }
+    return level;
   }
 
  private:
@@ -39,6 +49,13 @@ MemoryTally starting_at(const std::optional<MemoryLevel>& level) {
 MemoryTally ending_at(MemoryTally t, const std::optional<MemoryLevel>& level) {
   if (level) t.allocated = level->allocated;
   return t;
+}
+
+// The device's reserved bytes as a level of their own (unset where the source has none).
+std::optional<MemoryLevel> reserved_of(const std::optional<MemoryLevel>& device) {
+  if (!device || !device->reserved) return std::nullopt;
+  return MemoryLevel{*device->reserved, device->reserved_peak.value_or(*device->reserved),
+                     std::nullopt, std::nullopt};
 }
 
 bool counted(const char* phase) {
@@ -65,12 +82,15 @@ MemoryWatch::Levels MemoryWatch::read_and_raise() {
   Levels now;
   if (device_) now.device = device_->read();
   if (host_) now.host = host_->read();
+  now.reserved = reserved_of(now.device);
   for (Open& o : open_) {
     raise(o.memory.device, now.device);
     raise(o.memory.host, now.host);
+    raise(o.memory.reserved, now.reserved);
   }
   raise(window_.device, now.device);
   raise(window_.host, now.host);
+  raise(window_.reserved, now.reserved);
   trace_levels(now);
   return now;
 }
@@ -78,8 +98,15 @@ MemoryWatch::Levels MemoryWatch::read_and_raise() {
 void MemoryWatch::trace_levels(const Levels& now) {
   if (trace_ == nullptr) return;
   const int64_t at = trace_clock_ns();
-  if (now.device) trace_->add_memory(true, at, now.device->allocated, now.device->peak);
-  if (now.host) trace_->add_memory(false, at, now.host->allocated, now.host->peak);
+  if (now.device) {
+    trace_->add_memory(true, at, now.device->allocated, now.device->peak, now.device->reserved);
+  }
+  if (now.host) trace_->add_memory(false, at, now.host->allocated, now.host->peak, std::nullopt);
+}
+
+void MemoryWatch::release_cached() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (device_) device_->release_cached();
 }
 
 void MemoryWatch::attach_trace(TraceRecorder* trace) {
@@ -89,8 +116,9 @@ void MemoryWatch::attach_trace(TraceRecorder* trace) {
 
 void MemoryWatch::record(const Open& phase, const Levels& at_end) {
   if (!counted(phase.name)) return;
-  phases_[phase.name].add(
-      {ending_at(phase.memory.device, at_end.device), ending_at(phase.memory.host, at_end.host)});
+  phases_[phase.name].add({ending_at(phase.memory.device, at_end.device),
+                           ending_at(phase.memory.host, at_end.host),
+                           ending_at(phase.memory.reserved, at_end.reserved)});
 }
 
 void MemoryWatch::start() {
@@ -99,12 +127,14 @@ void MemoryWatch::start() {
   Levels now;  // what came before the window is not its peak
   if (device_) now.device = device_->read();
   if (host_) now.host = host_->read();
+  now.reserved = reserved_of(now.device);
   Levels at_start = now;  // the timeline starts at the level, as the window's peak does
   for (std::optional<MemoryLevel>* level : {&at_start.device, &at_start.host}) {
     if (*level) (*level)->peak = (*level)->allocated;
   }
   trace_levels(at_start);
-  const MemoryCounts begins{starting_at(now.device), starting_at(now.host)};
+  const MemoryCounts begins{starting_at(now.device), starting_at(now.host),
+                            starting_at(now.reserved)};
   window_.add(begins);
   open_.assign(1, {Phase::current_name(), begins});
   add_phase_listener(this);
@@ -122,6 +152,7 @@ void MemoryWatch::stop() noexcept {
     open_.clear();
     window_.device = ending_at(window_.device, now.device);
     window_.host = ending_at(window_.host, now.host);
+    window_.reserved = ending_at(window_.reserved, now.reserved);
   } catch (...) {
     // Out of memory: this window's figures are incomplete.
   }
@@ -140,7 +171,8 @@ void MemoryWatch::on_phase_begin(const char* name) noexcept {
     std::lock_guard<std::mutex> lock(mu_);
     if (!running_) return;
     const Levels now = read_and_raise();
-    open_.push_back({name, {starting_at(now.device), starting_at(now.host)}});
+    open_.push_back(
+        {name, {starting_at(now.device), starting_at(now.host), starting_at(now.reserved)}});
   } catch (...) {
   }
 }
@@ -176,6 +208,10 @@ class MemoryInstrument final : public Instrument {
     watch_.attach_trace(trace);
   }
   void drain() override { inner_->drain(); }
+  void release_cached_memory() override {
+    inner_->release_cached_memory();
+    watch_.release_cached();
+  }
   std::optional<int64_t> sync_wait_so_far() const override { return inner_->sync_wait_so_far(); }
   void start() override {
     inner_->start();

@@ -31,6 +31,9 @@ namespace harness {
 struct MemoryLevel {
   int64_t allocated = 0;
   int64_t peak = 0;  // since the previous read
+  // What the device's allocator holds reserved (its segments), now and at most since the
+  // previous read; unset where the source does not know (the host).
+  std::optional<int64_t> reserved, reserved_peak;
 };
 
 class MemorySource {
@@ -39,6 +42,8 @@ class MemorySource {
   // The level and the peak since the previous read; the peak then restarts from the level.
   // std::nullopt: it cannot be read now.
   virtual std::optional<MemoryLevel> read() noexcept = 0;
+  // Gives the allocator's cached, unused segments back (empty_cache); nothing where it has none.
+  virtual void release_cached() noexcept {}
 };
 
 // CPU tensors (memory_ledger.h); nullptr where the counting CPU allocator is not c10's.
@@ -68,10 +73,12 @@ class MemoryWatch final : public PhaseListener {
   // Every read (each phase boundary while started) also goes to `trace` as the memory timeline:
   // the level then and the peak since the previous read, of each source. nullptr: none.
   void attach_trace(TraceRecorder* trace);
+  void release_cached();  // the device source's
 
  private:
   struct Levels {
     std::optional<MemoryLevel> device, host;
+    std::optional<MemoryLevel> reserved;  // the device's reserved bytes, as a level of its own
   };
   struct Open {
     const char* name;

@@ -142,11 +142,12 @@ void TraceRecorder::add_flow(std::string_view name, uint64_t id, std::string_vie
   }
 }
 
-void TraceRecorder::add_memory(bool on_device, int64_t at_ns, int64_t allocated,
-                               int64_t peak) noexcept {
+void TraceRecorder::add_memory(bool on_device, int64_t at_ns, int64_t allocated, int64_t peak,
+                               std::optional<int64_t> reserved) noexcept {
   try {
     Event e{Kind::Memory, "phases", on_device ? "device memory" : "host memory", "memory", at_ns};
     e.args = {{"allocated", allocated}, {"peak", peak}};
+    if (reserved) e.args["reserved"] = *reserved;
     e.device = on_device ? 0 : -1;  // the process's device: set_device's index, when written
     add(std::move(e));
   } catch (...) {

@@ -103,9 +103,10 @@ class TraceRecorder final : public PhaseListener {
                    std::string backend = "");
   // Memory of this process's device (`on_device`) or of the host at `at_ns`: the bytes allocated
   // then and the most allocated at once since the previous record (a memory watch records both
-  // at every phase boundary). Chrome: counters "device memory" and "host memory"; Kineto:
-  // PyTorch's "[memory]" instant events.
-  void add_memory(bool on_device, int64_t at_ns, int64_t allocated, int64_t peak) noexcept;
+  // at every phase boundary), and what the device's allocator holds reserved. Chrome: counters
+  // "device memory" and "host memory"; Kineto: PyTorch's "[memory]" instant events.
+  void add_memory(bool on_device, int64_t at_ns, int64_t allocated, int64_t peak,
+                  std::optional<int64_t> reserved) noexcept;
   // The device of this process: its index, how Chrome tracks name it ("sim", "gpu") and the
   // name deviceProperties gives it.
   void set_device(int index, std::string track_prefix, std::string name);

@@ -147,6 +147,7 @@ std::string TraceRecorder::to_kineto_json(
                             {"Device Id", device ? s.device : -1},
                             {"Bytes", allocated - last},
                             {"Total Allocated", allocated},
+                            {"Total Reserved", e.args.value("reserved", allocated)},
                             {"Peak Allocated", e.args.value("peak", int64_t{0})}}}});
         last = allocated;
         break;

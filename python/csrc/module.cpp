@@ -80,6 +80,8 @@ py::dict phase_dict(const PhaseCounts& c) {
   py::dict memory;
   memory["device_peak"] = optional_int(c.memory.device.peak);
   memory["device_allocated"] = optional_int(c.memory.device.allocated);
+  memory["device_reserved_peak"] = optional_int(c.memory.reserved.peak);
+  memory["device_reserved"] = optional_int(c.memory.reserved.allocated);
   memory["host_peak"] = optional_int(c.memory.host.peak);
   memory["host_allocated"] = optional_int(c.memory.host.allocated);
   d["memory"] = memory;
@@ -344,9 +346,11 @@ PYBIND11_MODULE(_C, m) {
         py::call_guard<py::gil_scoped_release>());
   m.def("memory_stats", [](int index) {
     const memory::Stats s = sim::memory_stats(index);
-    return std::make_pair(s.allocated_bytes, s.peak_bytes);
+    return std::make_tuple(s.allocated_bytes, s.peak_bytes, s.reserved_bytes,
+                           s.reserved_peak_bytes);
   });
   m.def("reset_peak", &sim::reset_peak);
+  m.def("empty_cache", &sim::empty_cache);
   m.def("set_home_device", &sim::set_home_device);
   m.def("set_sync_debug_mode", &sim::set_sync_debug_mode, py::arg("mode"));
   m.def("sync_debug_mode", &sim::sync_debug_mode);

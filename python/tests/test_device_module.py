@@ -116,3 +116,27 @@ def test_torch_functions_that_take_a_device_module():
         e = torch.sim.Event()
         e.record()
     assert torch.sim.memory_stats()["allocated_bytes.all.current"] == torch.sim.memory_allocated()
+
+
+def test_memory_reserved_is_what_cudas_caching_allocator_would_reserve():
+    """torch.cuda.memory_reserved's rules (CUDACachingAllocator.cpp, default configuration): small
+    requests share a 2 MiB segment, a 1-10 MiB request takes a 20 MiB one, freed blocks stay
+    reserved until empty_cache; memory_allocated counts a large request's whole block when too
+    little of it was left to split off. sim:6, which no other test here uses."""
+    mib = 1 << 20
+    with torch.sim.device(6):
+        torch.sim.empty_cache()
+        start = torch.sim.memory_reserved(6)
+        small = torch.empty(250, device="sim:6")            # 1,000 bytes
+        large = torch.empty(mib, device="sim:6")            # 4 MiB
+        assert torch.sim.memory_reserved(6) - start == 22 * mib
+        del small, large
+        assert torch.sim.memory_reserved(6) - start == 22 * mib  # cached
+        assert torch.sim.memory_stats(6)["reserved_bytes.all.current"] - start == 22 * mib
+        torch.sim.empty_cache()
+        assert torch.sim.memory_reserved(6) == start
+        before = torch.sim.memory_allocated(6)
+        unsplit = torch.empty(11 * mib + 512, dtype=torch.uint8, device="sim:6")
+        assert torch.sim.memory_allocated(6) - before == 12 * mib  # the whole 12 MiB block
+        del unsplit
+        assert torch.sim.max_memory_reserved(6) >= 22 * mib

@@ -228,7 +228,7 @@ class ResumeAdamRun(unittest.TestCase):
             self.assertRegex(site["frame"],
                              r"^harness/runtime/optim/adam_foreach\.cpp:\d+ in multi_tensor_adam$")
         self.assertNotEqual(item[0]["frame"], item[1]["frame"])
-        self.assertEqual(self.report["schema_version"], "1.10.0")
+        self.assertEqual(self.report["schema_version"], "1.11.0")
         self.assertIn("adam_foreach.cpp:", self.result.stdout)  # the console's where column
 
     def test_resumed_runs_are_correct(self):

@@ -385,7 +385,7 @@ class Repetitions(unittest.TestCase):
             self.assertEqual(r.stderr.count("bench: wrote "), 1, r.stderr)  # the merged report
             self.assertEqual(r.stdout.count("== resume_adam:"), 1, r.stdout)  # one table
             doc = strict_json(out)
-            self.assertEqual(doc["schema_version"], "1.10.0")
+            self.assertEqual(doc["schema_version"], "1.11.0")
             for v in doc["scenarios"][0]["variants"]:
                 self.assertEqual(v["processes"], 3)
                 self.assertEqual(len(v["samples"]["step_time"]), 36)

@@ -112,8 +112,12 @@ int own_device() noexcept;
 // kernels included; see sim_kernels.cpp) and the peak since the last reset_peak(index), as the
 // program sees them (torch.cuda.max_memory_allocated / reset_peak_memory_stats). The instrument
 // reads its per-phase peaks from the memory ledger's own peak, which these leave alone.
+// Its reserved bytes are what CUDA's caching allocator would hold for the same requests
+// (memory_ledger.h; torch.cuda.memory_reserved); empty_cache releases the modelled segments with
+// nothing allocated (torch.cuda.empty_cache).
 memory::Stats memory_stats(int index);
 void reset_peak(int index);
+void empty_cache(int index);
 
 // Explicit synchronisation of a sim device: counted as a sync ("device synchronize").
 void synchronize(int index = 0);

@@ -97,11 +97,12 @@ struct ShapesBlock {
   int64_t nbytes;
   int device;
   double placeholder = 0.0;
+  void* model_block = nullptr;  // its block in the device's caching allocator model
 };
 
 void free_shapes_block(void* ctx) {
   auto* block = static_cast<ShapesBlock*>(ctx);
-  memory::discharge(block->device, block->nbytes);
+  memory::discharge(block->device, block->nbytes, block->model_block);
   delete block;
 }
 
@@ -117,7 +118,7 @@ class SimDeviceAllocator final : public c10::Allocator {
     const c10::Device device(type_, t_current_device);
     if (nbytes > 0 && computes_shapes_only()) {
       auto* block = new ShapesBlock{static_cast<int64_t>(nbytes), t_current_device, 0.0};
-      memory::charge(block->device, block->nbytes);
+      block->model_block = memory::charge(block->device, block->nbytes);
       return {AddressSpace::get().take(nbytes), block, &free_shapes_block, device};
     }
     void* p = nbytes ? memory::open_block(c10::alloc_cpu(nbytes + memory::kBlockHeaderBytes),
@@ -382,7 +383,7 @@ at::Tensor host_tensor_without_bytes(c10::IntArrayRef sizes, c10::ScalarType dty
   const int64_t nbytes = c10::multiply_integers(sizes) * c10::elementSize(dtype);
   void* data = nbytes > 0 ? AddressSpace::get().take(static_cast<size_t>(nbytes)) : nullptr;
   auto* block = new ShapesBlock{nbytes, memory::kHost, 0.0};
-  memory::charge(memory::kHost, nbytes);
+  (void)memory::charge(memory::kHost, nbytes);  // the host has no allocator model
   c10::Storage storage(c10::Storage::use_byte_size_t(), static_cast<size_t>(nbytes),
                        c10::DataPtr(data, block, &free_shapes_block, c10::Device(c10::kCPU)),
                        /*allocator=*/nullptr, /*resizable=*/false);
@@ -500,6 +501,11 @@ memory::Stats memory_stats(int index) {
 void reset_peak(int index) {
   check_index(static_cast<c10::DeviceIndex>(index));
   memory::reset_program_peak(index);
+}
+
+void empty_cache(int index) {
+  check_index(static_cast<c10::DeviceIndex>(index));
+  memory::release_cached(index);
 }
 
 c10::Device device(int index) {

@@ -31,11 +31,12 @@ struct AdoptedBytes {
   c10::Storage storage;
   int64_t nbytes;
   int device;
+  void* model_block = nullptr;  // its block in the device's caching allocator model
 };
 
 void release_adopted(void* ctx) {
   auto* adopted = static_cast<AdoptedBytes*>(ctx);
-  memory::discharge(adopted->device, adopted->nbytes);
+  memory::discharge(adopted->device, adopted->nbytes, adopted->model_block);
   delete adopted;
 }
 
@@ -74,7 +75,7 @@ c10::DataPtr adopt_bytes(const c10::Storage& storage, c10::Device device) {
   }
   const auto nbytes = static_cast<int64_t>(storage.nbytes());
   auto* adopted = new AdoptedBytes{storage, nbytes, index};
-  memory::charge(index, nbytes);
+  adopted->model_block = memory::charge(index, nbytes);
   return {storage.mutable_data(), adopted, &release_adopted, device};
 }
 

@@ -21,7 +21,7 @@ namespace harness {
 using ReportJson = nlohmann::ordered_json;
 
 // The schema version written into every report; readers accept any version with this major.
-inline constexpr const char* kReportSchemaVersion = "1.10.0";
+inline constexpr const char* kReportSchemaVersion = "1.11.0";
 inline constexpr int kReportSchemaMajor = 1;
 
 ReportJson to_json(const RunReport& report);

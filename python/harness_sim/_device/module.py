@@ -172,6 +172,9 @@ _record_stream.impl("record_stream", lambda self, stream: None, "PrivateUse1")
 
 
 # --- memory ------------------------------------------------------------------------------------
+# Allocated: what tensors hold, each request rounded as CUDA's caching allocator rounds it.
+# Reserved: what that allocator would hold from the driver for the same requests (its 2 MiB and
+# 20 MiB segments, blocks split and reused; harness/instrument/caching_allocator_model.h).
 def memory_allocated(device=None) -> int:
     return _C.memory_stats(_get_device_index(device, optional=True))[0]
 
@@ -180,23 +183,28 @@ def max_memory_allocated(device=None) -> int:
     return _C.memory_stats(_get_device_index(device, optional=True))[1]
 
 
+def memory_reserved(device=None) -> int:
+    return _C.memory_stats(_get_device_index(device, optional=True))[2]
+
+
+def max_memory_reserved(device=None) -> int:
+    return _C.memory_stats(_get_device_index(device, optional=True))[3]
+
+
 def reset_peak_memory_stats(device=None) -> None:
     _C.reset_peak(_get_device_index(device, optional=True))
 
 
-# The sim allocator reserves nothing beyond what tensors hold.
-memory_reserved = memory_allocated
-max_memory_reserved = max_memory_allocated
-
-
 def memory_stats(device=None) -> dict:
-    allocated, peak = _C.memory_stats(_get_device_index(device, optional=True))
+    allocated, peak, reserved, reserved_peak = _C.memory_stats(
+        _get_device_index(device, optional=True))
     return {"allocated_bytes.all.current": allocated, "allocated_bytes.all.peak": peak,
-            "reserved_bytes.all.current": allocated, "reserved_bytes.all.peak": peak}
+            "reserved_bytes.all.current": reserved, "reserved_bytes.all.peak": reserved_peak}
 
 
 def empty_cache() -> None:
-    pass  # no cache: freed sim memory goes straight back to the host
+    """The modelled segments with nothing allocated in them go back (CUDA's empty_cache)."""
+    _C.empty_cache(current_device())
 
 
 # --- RNG ------------------------------------------------------------------------------------

@@ -144,10 +144,10 @@ class SimAccelerator(DeepSpeedAccelerator):
         return torch.sim.reset_peak_memory_stats(device_index)
 
     def memory_reserved(self, device_index=None):
-        return torch.sim.memory_allocated(device_index)
+        return torch.sim.memory_reserved(device_index)
 
     def max_memory_reserved(self, device_index=None):
-        return torch.sim.max_memory_allocated(device_index)
+        return torch.sim.max_memory_reserved(device_index)
 
     def total_memory(self, device_index=None):
         import psutil  # a DeepSpeed requirement
