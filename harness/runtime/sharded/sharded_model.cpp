@@ -13,6 +13,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include <algorithm>
+#include <tuple>
 #include <stdexcept>
 
 namespace harness::runtime {
@@ -111,6 +112,24 @@ at::Tensor reduce_unit_gradient(FlatUnit& unit, ShardedModel& model, at::Tensor 
   return grad_shard;
 }
 
+// What a unit's backward starts with: the unit and the model its forward saved, and the engine
+// of the newest hooks, which gathers the unit again.
+std::tuple<FlatUnit*, ShardedModel*, ShardedEngine*> gathered_for_backward(
+    torch::autograd::AutogradContext* ctx) {
+  auto* unit = reinterpret_cast<FlatUnit*>(ctx->saved_data["unit"].toInt());
+  auto* model = reinterpret_cast<ShardedModel*>(ctx->saved_data["model"].toInt());
+  ShardedEngine* engine = model->active_engine();
+  TORCH_CHECK(engine != nullptr, "backward of ", unit->name, " with no engine on the module");
+  engine->fetch(*unit, /*prefetch_next=*/false, /*wrap=*/false);
+  return {unit, model, engine};
+}
+
+// DeepSpeed's `assert param.ds_status == ZeroParamStatus.AVAILABLE`, in a unit's forward.
+void check_available(const FlatUnit& unit) {
+  TORCH_CHECK(unit.status == UnitStatus::Available, unit.name, " is ", to_string(unit.status),
+              " in its forward; it must be AVAILABLE");
+}
+
 // One unit's forward and backward as one autograd node: forward uses the full parameter the
 // engine's hooks gathered; backward gathers it again, computes the gradients of input, weight and
 // bias (the ops of Linear's own backward), reduce-scatters the flat gradient onto the shards and
@@ -120,9 +139,7 @@ struct ShardedLinearFn : public torch::autograd::Function<ShardedLinearFn> {
                             const at::Tensor& shard, int64_t unit_address, int64_t model_address) {
     (void)shard;  // an input so that autograd routes the unit's gradient to it
     const auto* unit = reinterpret_cast<const FlatUnit*>(unit_address);
-    // DeepSpeed's `assert param.ds_status == ZeroParamStatus.AVAILABLE`.
-    TORCH_CHECK(unit->status == UnitStatus::Available, unit->name, " is ", to_string(unit->status),
-                " in its forward; it must be AVAILABLE");
+    check_available(*unit);
     ctx->save_for_backward({input});
     ctx->saved_data["unit"] = unit_address;
     ctx->saved_data["model"] = model_address;
@@ -131,11 +148,7 @@ struct ShardedLinearFn : public torch::autograd::Function<ShardedLinearFn> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    auto* unit = reinterpret_cast<FlatUnit*>(ctx->saved_data["unit"].toInt());
-    auto* model = reinterpret_cast<ShardedModel*>(ctx->saved_data["model"].toInt());
-    ShardedEngine* engine = model->active_engine();
-    TORCH_CHECK(engine != nullptr, "backward of ", unit->name, " with no engine on the module");
-    engine->fetch(*unit, /*prefetch_next=*/false, /*wrap=*/false);
+    auto [unit, model, engine] = gathered_for_backward(ctx);
     const at::Tensor& grad_out = grads[0];
     const at::Tensor input = ctx->get_saved_variables()[0];
     at::Tensor grad_input;
@@ -160,8 +173,7 @@ struct ShardedModuleFn : public torch::autograd::Function<ShardedModuleFn> {
                             bool backward_will_come) {
     (void)shard;  // an input so that autograd routes the unit's gradient to it
     const auto* unit = reinterpret_cast<const FlatUnit*>(unit_address);
-    TORCH_CHECK(unit->status == UnitStatus::Available, unit->name, " is ", to_string(unit->status),
-                " in its forward; it must be AVAILABLE");
+    check_available(*unit);
     std::vector<at::Tensor> params = unit->parameter_leaves();
     if (!backward_will_come) return unit->layer->forward_with(input, params);
     at::Tensor inner_input = input.detach();
@@ -181,11 +193,7 @@ struct ShardedModuleFn : public torch::autograd::Function<ShardedModuleFn> {
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
-    auto* unit = reinterpret_cast<FlatUnit*>(ctx->saved_data["unit"].toInt());
-    auto* model = reinterpret_cast<ShardedModel*>(ctx->saved_data["model"].toInt());
-    ShardedEngine* engine = model->active_engine();
-    TORCH_CHECK(engine != nullptr, "backward of ", unit->name, " with no engine on the module");
-    engine->fetch(*unit, /*prefetch_next=*/false, /*wrap=*/false);
+    auto [unit, model, engine] = gathered_for_backward(ctx);
     const at::Tensor input = ctx->saved_data["input"].toTensor();
     const at::Tensor output = ctx->saved_data["output"].toTensor();
     std::vector<at::Tensor> wrt = ctx->saved_data["params"].toTensorVector();
