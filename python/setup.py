@@ -29,9 +29,9 @@ REPO = os.path.dirname(HERE)
 VENDOR = os.path.join(HERE, "vendor")  # only in an sdist: the C++ sources it compiles
 
 # What of the repository an sdist carries: the harness's C++ sources (the extension compiles a
-# part of them; which part is python/CMakeLists.txt's business) and the CMake module finding torch.
+# part of them; which part is python/CMakeLists.txt's business) and the CMake modules it includes.
 VENDORED_DIRS = {"harness": (".h", ".h.in", ".cpp", ".inc", "CMakeLists.txt")}
-VENDORED_FILES = ["cmake/LibTorch.cmake"]
+VENDORED_FILES = ["cmake/LibTorch.cmake", "cmake/HarnessFastCalls.cmake"]
 OLDEST_TORCH, NEWEST_TORCH = (2, 11), (2, 15)  # the range python/tests run on in CI
 
 
