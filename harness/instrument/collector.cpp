@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstring>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 
@@ -17,6 +19,12 @@ namespace {
 std::atomic<EventCollector*> g_active[kMaxActiveCollectors];
 std::atomic<int> g_slots_in_use{0};
 std::mutex g_slots_mu;
+
+// Whether a name kept by the collector still reads as `text` (an address found again may have
+// been reused for other text). Inline: the hot path compares a few bytes, no call.
+inline bool same_text(const std::string& kept, std::string_view text) noexcept {
+  return kept.size() == text.size() && std::memcmp(kept.data(), text.data(), text.size()) == 0;
+}
 }  // namespace
 
 PhaseCounts& EventCollector::current_phase_counts(Phase::Current* current) {
@@ -33,21 +41,32 @@ PhaseCounts& EventCollector::current_phase_counts(Phase::Current* current) {
   return *last_phase_counts_;
 }
 
-int64_t& EventCollector::launch_slot(std::string_view op) {
-  PhaseCounts& c = current_phase_counts();
+int64_t& EventCollector::launch_slot(PhaseCounts& c, std::string_view op) {
+  // The hot path (an op in a loop) takes the last slot; else the slot found by the addresses of
+  // the phase's counts and the op's name; a new op, or an address reused for other text, takes
+  // the map.
+  if (&c == last_launch_counts_ && op.data() == last_launch_op_ &&
+      same_text(*last_launch_.name, op)) {
+    return *last_launch_.count;
+  }
   const std::pair<const void*, const void*> key{&c, op.data()};
   auto it = op_slots_.find(key);
-  if (it != op_slots_.end() && *it->second.name == op) return *it->second.count;
-  auto node = c.launches_by_op.try_emplace(std::string(op)).first;
-  op_slots_[key] = {&node->first, &node->second};
-  return node->second;
+  if (it == op_slots_.end() || !same_text(*it->second.name, op)) {
+    auto node = c.launches_by_op.try_emplace(std::string(op)).first;
+    it = op_slots_.insert_or_assign(key, OpSlot{&node->first, &node->second}).first;
+  }
+  last_launch_counts_ = &c;
+  last_launch_op_ = op.data();
+  last_launch_ = it->second;
+  return *last_launch_.count;
 }
 
 void EventCollector::record_launch(std::string_view op, int64_t begin_ns) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    current_phase_counts().launches += 1;
-    launch_slot(op) += 1;
+    std::lock_guard<SpinLock> lock(mu_);
+    PhaseCounts& counts = current_phase_counts();
+    counts.launches += 1;
+    launch_slot(counts, op) += 1;
   }
   if (trace_) {
     // The sim runs an op on the calling thread: its call is its launch, and its device slice
@@ -139,7 +158,7 @@ void EventCollector::record_copy(CopyKind kind, int64_t bytes, bool host_pinned,
   const bool sited = tensor_copy && kind != CopyKind::DeviceToDevice && !host_pinned;
   const Site site = sited || trace_ ? current_site() : Site{};  // before the lock (site.h)
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     Phase::Current phase{};
     PhaseCounts& counts = current_phase_counts(&phase);
     add_copy(counts, kind, bytes, host_pinned, cross_device);
@@ -155,23 +174,76 @@ void EventCollector::record_copy_and_sync(CopyKind kind, int64_t bytes, bool hos
                                           int64_t begin_ns, bool cross_device,
                                           std::string_view op, std::string_view reason,
                                           int64_t wait_ns, bool tensor_copy) {
+  if (!tensor_copy && !trace_ && !site_may_be_known() &&
+      record_repeated_sync(kind, bytes, host_pinned, cross_device, op, reason, wait_ns,
+                           /*literal_names=*/false)) {
+    return;
+  }
+  count_copy_and_sync(kind, bytes, host_pinned, begin_ns, cross_device, op, reason, wait_ns,
+                      tensor_copy);
+}
+
+void EventCollector::record_value_read(CopyKind kind, int64_t bytes, bool host_pinned,
+                                       std::string_view op, std::string_view reason,
+                                       int64_t wait_ns) {
+  if (!trace_ && !site_may_be_known() &&
+      record_repeated_sync(kind, bytes, host_pinned, /*cross_device=*/false, op, reason, wait_ns,
+                           /*literal_names=*/true)) {
+    return;
+  }
+  count_copy_and_sync(kind, bytes, host_pinned, /*begin_ns=*/0, /*cross_device=*/false, op,
+                      reason, wait_ns, /*tensor_copy=*/false);
+}
+
+void EventCollector::count_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned,
+                                         int64_t begin_ns, bool cross_device,
+                                         std::string_view op, std::string_view reason,
+                                         int64_t wait_ns, bool tensor_copy) {
   const Site site = current_site();  // before the lock (site.h)
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<SpinLock> lock(mu_);
     Phase::Current phase{};
-    add_copy(current_phase_counts(&phase), kind, bytes, host_pinned, cross_device);
+    PhaseCounts& counts = current_phase_counts(&phase);
+    add_copy(counts, kind, bytes, host_pinned, cross_device);
     if (tensor_copy && kind != CopyKind::DeviceToDevice) {
       add_copy_site(phase, kind, "blocking", site, bytes);
     }
     if (!trace_) {
-      add_sync(op, reason, wait_ns, /*collective=*/false, site);
+      add_sync(counts, phase, op, reason, wait_ns, /*collective=*/false, site);
       return;
     }
   }
   // On the trace, the copy's slice comes before the sync's.
   trace_copy(kind, bytes, host_pinned, begin_ns, cross_device, site);
-  std::lock_guard<std::mutex> lock(mu_);
-  add_sync(op, reason, wait_ns, /*collective=*/false, site);
+  std::lock_guard<SpinLock> lock(mu_);
+  Phase::Current phase{};
+  PhaseCounts& counts = current_phase_counts(&phase);
+  add_sync(counts, phase, op, reason, wait_ns, /*collective=*/false, site);
+}
+
+bool EventCollector::record_repeated_sync(CopyKind kind, int64_t bytes, bool host_pinned,
+                                          bool cross_device, std::string_view op,
+                                          std::string_view reason, int64_t wait_ns,
+                                          bool literal_names) {
+  const uint64_t serial = Phase::current().serial;
+  std::lock_guard<SpinLock> lock(mu_);
+  if (serial != last_sync_serial_ || op.data() != last_sync_op_ ||
+      reason.data() != last_sync_reason_) {
+    return false;
+  }
+  // A literal at the last sync's address is the last sync's text if it is as long; other names
+  // may have been freed and their addresses reused.
+  const bool same_names =
+      literal_names ? last_sync_.key->op.size() == op.size() &&
+                          last_sync_.key->reason.size() == reason.size()
+                    : same_text(last_sync_.key->op, op) && same_text(last_sync_.key->reason, reason);
+  if (!same_names) return false;
+  PhaseCounts& counts = *last_sync_counts_;
+  add_copy(counts, kind, bytes, host_pinned, cross_device);
+  counts.add_sync(wait_ns);
+  counts.capture_blockers += 1;  // a graph cannot wait for the host
+  last_sync_.tally->add_sync(wait_ns);
+  return true;
 }
 
 SyncSiteTally& EventCollector::sync_tally(const Phase::Current& phase, std::string_view op,
@@ -188,35 +260,35 @@ const EventCollector::SyncSlot& EventCollector::sync_slot(const Phase::Current& 
   // The hot path (a sync in a loop) takes the last site when nothing but its text could differ;
   // else the site found by the addresses of its names, no strings built; a new site, or an
   // address reused for other text, takes the map.
-  if (phase.serial == last_sync_serial_ && op.data() == last_sync_op_.data() &&
-      reason.data() == last_sync_reason_.data() && last_sync_.key->op == op &&
-      last_sync_.key->reason == reason) {
+  if (phase.serial == last_sync_serial_ && op.data() == last_sync_op_ &&
+      reason.data() == last_sync_reason_ && same_text(last_sync_.key->op, op) &&
+      same_text(last_sync_.key->reason, reason)) {
     return last_sync_;
   }
   const std::tuple<const void*, const void*, const void*> address{phase.name, op.data(),
                                                                   reason.data()};
   auto slot = sync_slots_.find(address);
   if (slot == sync_slots_.end() || slot->second.key->phase != phase.name ||
-      slot->second.key->op != op || slot->second.key->reason != reason) {
+      !same_text(slot->second.key->op, op) || !same_text(slot->second.key->reason, reason)) {
     auto node = counts_.sync_sites
                     .try_emplace(SyncSiteKey{phase.name, std::string(op), std::string(reason)})
                     .first;
     slot = sync_slots_.insert_or_assign(address, SyncSlot{&node->first, &node->second}).first;
   }
   last_sync_serial_ = phase.serial;
-  last_sync_op_ = op;
-  last_sync_reason_ = reason;
+  last_sync_op_ = op.data();
+  last_sync_reason_ = reason.data();
   last_sync_ = slot->second;
   return last_sync_;
 }
 
-void EventCollector::add_sync(std::string_view op, std::string_view reason, int64_t wait_ns,
+void EventCollector::add_sync(PhaseCounts& counts, const Phase::Current& phase,
+                              std::string_view op, std::string_view reason, int64_t wait_ns,
                               bool collective, const Site& site) {
-  Phase::Current phase{};
-  PhaseCounts& counts = current_phase_counts(&phase);
   counts.add_sync(wait_ns, collective);
   counts.capture_blockers += 1;  // a graph cannot wait for the host
   sync_tally(phase, op, reason, site).add_sync(wait_ns);
+  if (site.empty()) last_sync_counts_ = &counts;  // sync_slot made this sync the last one
   if (trace_) {
     const int64_t now = trace_clock_ns();
     TraceArgs args = {{"reason", reason}, {"phase", phase.name}};
@@ -232,8 +304,10 @@ void EventCollector::add_sync(std::string_view op, std::string_view reason, int6
 void EventCollector::record_any_sync(std::string_view op, std::string_view reason,
                                      int64_t wait_ns, bool collective) {
   const Site site = current_site();  // before the lock (site.h)
-  std::lock_guard<std::mutex> lock(mu_);
-  add_sync(op, reason, wait_ns, collective, site);
+  std::lock_guard<SpinLock> lock(mu_);
+  Phase::Current phase{};
+  PhaseCounts& counts = current_phase_counts(&phase);
+  add_sync(counts, phase, op, reason, wait_ns, collective, site);
 }
 
 void EventCollector::record_sync(std::string_view op, std::string_view reason, int64_t wait_ns) {
@@ -246,7 +320,7 @@ void EventCollector::record_collective_sync(std::string_view op, std::string_vie
 }
 
 void EventCollector::record_collective_wait(std::string_view op, int64_t wait_ns) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   current_phase_counts().collective_waits += 1;
   if (trace_ && wait_ns >= 0) {
     const int64_t now = trace_clock_ns();
@@ -257,7 +331,7 @@ void EventCollector::record_collective_wait(std::string_view op, int64_t wait_ns
 }
 
 void EventCollector::record_collective(std::string_view name, int64_t bytes) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   auto& tally = current_phase_counts().collectives[std::string(name)];
   tally.count += 1;
   tally.bytes += bytes;
@@ -290,7 +364,7 @@ void EventCollector::record_collective_trace(const CollectiveTrace& c) {
 }
 
 void EventCollector::record_stream_wait() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   current_phase_counts().stream_waits += 1;
 }
 
@@ -299,7 +373,7 @@ void EventCollector::record_event(std::string_view kind, std::string_view what,
   const std::string name(kind);
   if (!is_event_kind(name)) throw std::invalid_argument("unknown event kind '" + name + "'");
   const Site site = where.frame.empty() && where.library.empty() ? current_site() : where;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   Phase::Current phase{};
   PhaseCounts& counts = current_phase_counts(&phase);
   if (name == kGraphBreak) counts.graph_breaks += 1;
@@ -315,12 +389,12 @@ void EventCollector::record_event(std::string_view kind, std::string_view what,
 }
 
 Counts EventCollector::snapshot() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   return counts_;
 }
 
 EventCollector::SyncWait EventCollector::sync_wait() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   SyncWait w;
   for (const auto& [phase, c] : counts_.phases) {
     w.ns += c.sync_wait_ns;
@@ -330,13 +404,14 @@ EventCollector::SyncWait EventCollector::sync_wait() const {
 }
 
 void EventCollector::clear() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<SpinLock> lock(mu_);
   counts_ = Counts{};
   phase_slots_.clear();
   op_slots_.clear();
   sync_slots_.clear();
   last_phase_serial_ = kNoSerial;
   last_sync_serial_ = kNoSerial;
+  last_launch_counts_ = nullptr;
 }
 
 ScopedCollection::ScopedCollection(EventCollector& collector) {
@@ -403,6 +478,10 @@ void record_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned, int64_
                           int64_t wait_ns, bool tensor_copy) noexcept {
   HARNESS_FORWARD_EVENT(record_copy_and_sync(kind, bytes, host_pinned, begin_ns, cross_device, op,
                                              reason, wait_ns, tensor_copy));
+}
+void record_value_read(CopyKind kind, int64_t bytes, bool host_pinned, std::string_view op,
+                       std::string_view reason, int64_t wait_ns) noexcept {
+  HARNESS_FORWARD_EVENT(record_value_read(kind, bytes, host_pinned, op, reason, wait_ns));
 }
 void record_collective(std::string_view name, int64_t bytes) noexcept {
   HARNESS_FORWARD_EVENT(record_collective(name, bytes));

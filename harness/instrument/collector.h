@@ -4,11 +4,11 @@
 // Owns the Counts of the current window. Devices call the free functions in namespace
 // harness::events (record_launch, record_copy, ...) which forward to the active collector; when none
 // is active they cost one relaxed atomic load and return. Events may arrive from any thread (the
-// autograd engine runs backward ops on a device thread), so recording takes a mutex.
+// autograd engine runs backward ops on a device thread), so recording takes a lock (a spin lock:
+// recording holds it for tens of nanoseconds, on every launch).
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -18,6 +18,7 @@
 #include "harness/instrument/counts.h"
 #include "harness/instrument/phase.h"
 #include "harness/instrument/site.h"
+#include "harness/instrument/spin_lock.h"
 
 namespace harness {
 
@@ -62,6 +63,11 @@ class EventCollector {
   void record_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
                             bool cross_device, std::string_view op, std::string_view reason,
                             int64_t wait_ns, bool tensor_copy = false);
+  // A read of a value an op computed (`.item()`): a copy of `bytes` that is also a sync, named by
+  // string literals. Counted as record_copy_and_sync counts it (not a tensor copy); a repeat of the
+  // last sync is recognised by the literals' addresses, which never hold other text.
+  void record_value_read(CopyKind kind, int64_t bytes, bool host_pinned, std::string_view op,
+                         std::string_view reason, int64_t wait_ns);
   // A host sync that waited for collective `op` (barrier(), or a collective on CPU tensors):
   // counted in syncs and apart (`collective_syncs`), with its site.
   void record_collective_sync(std::string_view op, std::string_view reason,
@@ -103,11 +109,22 @@ class EventCollector {
   // A copy site's tally. Requires mu_.
   void add_copy_site(const Phase::Current& phase, CopyKind kind, const char* how,
                      const Site& site, int64_t bytes);
-  int64_t& launch_slot(std::string_view op);  // requires mu_
+  int64_t& launch_slot(PhaseCounts& counts, std::string_view op);  // requires mu_
+  // The hot path of record_copy_and_sync (`.item()` in a loop): counts the copy and the sync when
+  // they repeat the last sync without a site, in the same phase scope; false (nothing counted)
+  // otherwise. Takes mu_.
+  // `literal_names`: op and reason are string literals (compared by address and size).
+  bool record_repeated_sync(CopyKind kind, int64_t bytes, bool host_pinned, bool cross_device,
+                            std::string_view op, std::string_view reason, int64_t wait_ns,
+                            bool literal_names);
+  // record_copy_and_sync past its hot path.
+  void count_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
+                           bool cross_device, std::string_view op, std::string_view reason,
+                           int64_t wait_ns, bool tensor_copy);
   // Counts a sync at `site` (site.h; resolved before the lock: a resolver may take Python's
-  // GIL). Requires mu_.
-  void add_sync(std::string_view op, std::string_view reason, int64_t wait_ns, bool collective,
-                const Site& site);
+  // GIL) in `counts`, phase `phase`'s. Requires mu_.
+  void add_sync(PhaseCounts& counts, const Phase::Current& phase, std::string_view op,
+                std::string_view reason, int64_t wait_ns, bool collective, const Site& site);
   // The site's tally in `phase`: looked up by the addresses of its names where it has no frame,
   // else by its text. Requires mu_.
   struct SyncSlot;
@@ -127,7 +144,7 @@ class EventCollector {
     }
   };
 
-  mutable std::mutex mu_;
+  mutable SpinLock mu_;
   Counts counts_;
   struct PhaseSlot {
     const std::string* name;
@@ -159,8 +176,14 @@ class EventCollector {
   uint64_t last_phase_serial_ = kNoSerial;
   PhaseCounts* last_phase_counts_ = nullptr;
   uint64_t last_sync_serial_ = kNoSerial;
-  std::string_view last_sync_op_, last_sync_reason_;
+  const char* last_sync_op_ = nullptr;
+  const char* last_sync_reason_ = nullptr;
   SyncSlot last_sync_{};
+  PhaseCounts* last_sync_counts_ = nullptr;  // the last sync's phase counts
+  // The last launch's counter: the phase's counts (nullptr: none) and the op name's address.
+  const PhaseCounts* last_launch_counts_ = nullptr;
+  const char* last_launch_op_ = nullptr;
+  OpSlot last_launch_{};
   TraceRecorder* trace_ = nullptr;
 };
 
@@ -193,6 +216,16 @@ void record_sync(std::string_view op, std::string_view reason,
 void record_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
                           bool cross_device, std::string_view op, std::string_view reason,
                           int64_t wait_ns, bool tensor_copy = false) noexcept;
+// EventCollector::record_value_read; `op` and `reason` must be string literals (the template
+// takes character arrays only).
+void record_value_read(CopyKind kind, int64_t bytes, bool host_pinned, std::string_view op,
+                       std::string_view reason, int64_t wait_ns) noexcept;
+template <size_t OpSize, size_t ReasonSize>
+void record_value_read(CopyKind kind, int64_t bytes, bool host_pinned, const char (&op)[OpSize],
+                       const char (&reason)[ReasonSize], int64_t wait_ns) noexcept {
+  record_value_read(kind, bytes, host_pinned, std::string_view(op, OpSize - 1),
+                    std::string_view(reason, ReasonSize - 1), wait_ns);
+}
 void record_collective_sync(std::string_view op, std::string_view reason,
                             int64_t wait_ns = kNotTimed) noexcept;
 void record_collective_wait(std::string_view op, int64_t wait_ns = kNotTimed) noexcept;

@@ -6,27 +6,15 @@
 
 #include <algorithm>
 #include <atomic>
-
-#include "harness/instrument/caching_allocator_model.h"
 #include <mutex>
 #include <new>
 #include <utility>
 
+#include "harness/instrument/caching_allocator_model.h"
+#include "harness/instrument/spin_lock.h"
+
 namespace harness::memory {
 namespace {
-
-// A lock for a few tens of nanoseconds of work: a thread that finds it taken spins.
-class SpinLock {
- public:
-  void lock() noexcept {
-    while (taken_.test_and_set(std::memory_order_acquire)) {
-    }
-  }
-  void unlock() noexcept { taken_.clear(std::memory_order_release); }
-
- private:
-  std::atomic_flag taken_ = ATOMIC_FLAG_INIT;
-};
 
 struct alignas(64) Account {  // one cache line each: devices do not contend with the host
   std::atomic<int64_t> allocated{0};

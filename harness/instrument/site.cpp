@@ -36,6 +36,10 @@ SiteScope::~SiteScope() { t_innermost = previous_; }
 
 void set_site_resolver(SiteResolver resolver) noexcept { g_resolver.store(resolver); }
 
+bool site_may_be_known() noexcept {
+  return t_innermost != nullptr || g_resolver.load(std::memory_order_relaxed) != nullptr;
+}
+
 Site current_site() {
   Site site;
   if (const SiteResolver resolve = g_resolver.load(std::memory_order_relaxed)) {

@@ -48,6 +48,9 @@ void set_site_resolver(SiteResolver resolver) noexcept;
 
 // Where the calling thread is now (see above).
 Site current_site();
+// Whether current_site() can name anything: a resolver is set or a scope is open on this thread.
+// False: it gives the empty site (a hot path skips building one).
+bool site_may_be_known() noexcept;
 
 }  // namespace harness
 

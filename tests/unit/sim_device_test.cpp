@@ -388,6 +388,93 @@ TEST(SyncSites, TheLastPhaseAndSiteAreReusedOnlyForTheSameScopeAndText) {
   EXPECT_EQ(counts.sync_sites.at({kNoPhase, "aten::_local_scalar_dense", "mask"}).count, 2);
 }
 
+// A value read named by literals (.item()'s) takes the repeated-sync path by the literals'
+// addresses and lengths: a shorter name at the same address is another site; a read that has a
+// code site, or comes after clear(), is counted by the general path; both paths' counts agree.
+TEST(SyncSites, AValueReadIsFoundByItsLiteralsAddressAndLength) {
+  static const char kOp[] = "aten::_local_scalar_dense";
+  static const char kReason[] = "item_read";
+  const std::string_view op(kOp), reason(kReason), shorter(kReason, 4);  // "item", same address
+  EventCollector collector;
+  {
+    ScopedCollection scope(collector);
+    Phase phase("forward");
+    events::record_value_read(CopyKind::DeviceToHost, 4, true, op, reason, 0);
+    events::record_value_read(CopyKind::DeviceToHost, 4, true, op, reason, 0);
+    events::record_value_read(CopyKind::DeviceToHost, 8, true, op, shorter, 0);
+    events::record_value_read(CopyKind::DeviceToHost, 4, true, op, reason, 0);
+    // The same sync through record_copy_and_sync: one site with the value reads.
+    events::record_copy_and_sync(CopyKind::DeviceToHost, 4, true, 0, false, op, reason, 0);
+    {
+      HARNESS_SITE();
+      events::record_value_read(CopyKind::DeviceToHost, 4, true, op, reason, 0);
+    }
+  }
+  Counts counts = collector.snapshot();
+  const PhaseCounts& forward = counts.phases.at("forward");
+  EXPECT_EQ(forward.syncs, 6);
+  EXPECT_EQ(forward.capture_blockers, 6);
+  EXPECT_EQ(forward.d2h.count, 6);
+  EXPECT_EQ(forward.d2h.bytes, 28);
+  EXPECT_EQ(forward.d2h.pinned, 6);
+  ASSERT_EQ(counts.sync_sites.size(), 3u);
+  EXPECT_EQ(counts.sync_sites.at({"forward", kOp, "item_read"}).count, 4);
+  EXPECT_EQ(counts.sync_sites.at({"forward", kOp, "item"}).count, 1);
+  int sited = 0;
+  for (const auto& [key, tally] : counts.sync_sites) {
+    if (key.frame.find("sim_device_test.cpp") != std::string::npos) sited += tally.count;
+  }
+  EXPECT_EQ(sited, 1);
+
+  collector.clear();  // the remembered sync went with the counts
+  {
+    ScopedCollection scope(collector);
+    events::record_value_read(CopyKind::DeviceToHost, 4, true, op, reason, 0);
+    events::record_value_read(CopyKind::DeviceToHost, 4, true, op, reason, 0);
+  }
+  counts = collector.snapshot();
+  EXPECT_EQ(counts.phases.at(kNoPhase).syncs, 2);
+  EXPECT_EQ(counts.sync_sites.at({kNoPhase, kOp, "item_read"}).count, 2);
+}
+
+// The collector remembers the last launch's counter by its phase's counts and the op name's
+// address: other text at the same address, another phase, or clear() each take the map.
+TEST(LaunchCounts, TheLastLaunchIsReusedOnlyForTheSamePhaseAndText) {
+  EventCollector collector;
+  char name[32];
+  {
+    ScopedCollection scope(collector);
+    Phase phase("forward");
+    std::snprintf(name, sizeof name, "%s", "aten::add_");
+    events::record_launch(name);
+    events::record_launch(name);
+    std::snprintf(name, sizeof name, "%s", "aten::mul_");  // same address and length
+    events::record_launch(name);
+    events::record_launch("aten::mm");
+    events::record_launch(name);
+    {
+      Phase inner("backward");
+      events::record_launch(name);
+    }
+    events::record_launch(name);
+  }
+  Counts counts = collector.snapshot();
+  EXPECT_EQ(counts.phases.at("forward").launches, 6);
+  EXPECT_EQ(counts.phases.at("forward").launches_by_op.at("aten::add_"), 2);
+  EXPECT_EQ(counts.phases.at("forward").launches_by_op.at("aten::mul_"), 3);
+  EXPECT_EQ(counts.phases.at("forward").launches_by_op.at("aten::mm"), 1);
+  EXPECT_EQ(counts.phases.at("backward").launches_by_op.at("aten::mul_"), 1);
+  collector.clear();
+  {
+    ScopedCollection scope(collector);
+    Phase phase("forward");
+    events::record_launch(name);
+  }
+  counts = collector.snapshot();
+  EXPECT_EQ(counts.phases.at("forward").launches_by_op.at("aten::mul_"), 1);
+  EXPECT_EQ(counts.phases.at("forward").launches, 1);
+}
+
 TEST_F(SimDevice, MixingDevicesFailsAsOnCuda) {
   at::Tensor s0 = at::ones({2}).to(dev0);
   at::Tensor s1 = at::ones({2}).to(dev1);
