@@ -20,7 +20,8 @@
 //   step        a training step of resume_adam fresh/foreach at the small preset: forward,
 //               backward, foreach Adam, with the runtime's Trainer
 // Run: ./build/benchmarks/sim_speed [--rounds N] [--json FILE] [--case NAME]... [--no-counting]
-// [--as-cuda] (--no-counting: sim without a collector, what the sim costs apart from counting;
+// [--as-cuda] [--side cpu|sim] (--side: time that device only, for a profile of one side, with
+// no ratio; --no-counting: sim without a collector, what the sim costs apart from counting;
 // --as-cuda: the op cases on CUDA tensors, sim serving CUDA as under `run --as-cuda`; the step
 // case, whose runtime picks its own device, is not run then). Targets (issue
 // 26): a step within 1.25x of the CPU, each op within 1.5x. Not a test: timings on a shared machine
@@ -177,7 +178,7 @@ std::unique_ptr<Case> op_case(const std::string& name, const c10::Device& device
 }
 
 int usage(const char* why) {
-  std::fprintf(stderr, "sim_speed: %s\nusage: sim_speed [--rounds N] [--steps N] [--json FILE] [--case NAME]... [--no-counting] [--as-cuda]\n",
+  std::fprintf(stderr, "sim_speed: %s\nusage: sim_speed [--rounds N] [--steps N] [--json FILE] [--case NAME]... [--no-counting] [--as-cuda] [--side cpu|sim]\n",
                why);
   return 2;
 }
@@ -191,6 +192,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> only;  // --case: these cases only (for a profile of one)
   bool counting_on = true;        // --no-counting: the sim alone, what it costs apart from counting
   bool as_cuda = false;           // --as-cuda: the op cases on CUDA tensors sim serves
+  std::optional<std::string> only_side;  // --side: this device only (a profile of one side)
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (!std::strcmp(argv[i], "--rounds") && has_value) {
@@ -203,6 +205,9 @@ int main(int argc, char** argv) {
       counting_on = false;
     } else if (!std::strcmp(argv[i], "--as-cuda")) {
       as_cuda = true;
+    } else if (!std::strcmp(argv[i], "--side") && has_value) {
+      only_side = argv[++i];
+      if (*only_side != "cpu" && *only_side != "sim") return usage("--side takes cpu or sim");
     } else if (!std::strcmp(argv[i], "--case") && has_value) {
       only.push_back(argv[++i]);
     } else {
@@ -254,6 +259,7 @@ int main(int argc, char** argv) {
     for (Row& row : rows) {
       for (int side = 0; side < 2; ++side) {
         const bool on_sim = (side + r) % 2 == 1;
+        if (only_side && *only_side != (on_sim ? "sim" : "cpu")) continue;
         std::optional<harness::ScopedCollection> counting;
         if (on_sim && counting_on) counting.emplace(collector);
         std::vector<double> s = (on_sim ? row.sim : row.cpu)->time();
@@ -263,6 +269,14 @@ int main(int argc, char** argv) {
     }
   }
   if (terminal) std::fprintf(stderr, "\n");
+  if (only_side) {  // one side: its medians, no ratio
+    for (const Row& row : rows) {
+      const std::vector<double>& ns = *only_side == "sim" ? row.sim_ns : row.cpu_ns;
+      std::printf("%-8s %s median %10.2f us\n", row.name.c_str(), only_side->c_str(),
+                  harness::median_of(ns) / 1e3);
+    }
+    return 0;
+  }
 
   nlohmann::json out = nlohmann::json::array();
   std::printf("%-8s %12s %12s  %s\n", "case", "cpu median", "sim median",

@@ -273,9 +273,9 @@ at::Scalar local_scalar_dense(const at::Tensor& self) {
   // waits for it: for the work queued before it, then the copy. The sim runs every op as it is
   // launched, so nothing is ever queued, and one element moves in a few nanoseconds: the wait is
   // 0, timed (two clock reads would cost ten times what they measured).
-  events::record_copy_and_sync(CopyKind::DeviceToHost, static_cast<int64_t>(self.element_size()),
-                               /*host_pinned=*/true, /*begin_ns=*/0, /*cross_device=*/false,
-                               "aten::_local_scalar_dense", "item", /*wait_ns=*/0);
+  events::record_value_read(CopyKind::DeviceToHost, static_cast<int64_t>(self.element_size()),
+                            /*host_pinned=*/true, "aten::_local_scalar_dense", "item",
+                            /*wait_ns=*/0);
   return value;
 }
 
@@ -304,7 +304,11 @@ bool map_tensors(c10::IValue& v, F&& f) {
   if (v.isTensor()) {
     v = f(v.toTensor());
   } else if (v.isTensorList()) {
-    const c10::List<at::Tensor> in = v.toTensorList();
+    c10::List<at::Tensor> in = v.toTensorList();
+    if (in.use_count() == 2) {  // held by `v` and `in` only: changed in place, no new list
+      for (size_t i = 0; i < in.size(); ++i) in.set(i, f(in.get(i)));
+      return true;
+    }
     c10::List<at::Tensor> out;
     out.reserve(in.size());
     for (const at::Tensor& t : in) out.push_back(f(t));
@@ -470,7 +474,9 @@ void run_meta_function(const c10::OperatorHandle& op, torch::jit::Stack* stack) 
 // the host waits its CUDA kernel would make (`rule`, sync_rules.h; nullptr: none).
 void run_on_cpu(const c10::OperatorHandle& op, torch::jit::Stack* stack, const SyncRuleEntry* rule) {
   const c10::FunctionSchema& schema = op.schema();
-  const int64_t begin = events::begin_time();
+  // The op's start: for the host's waits its rule makes and for its slice on a trace (a clock
+  // read per op otherwise saved).
+  const int64_t begin = rule != nullptr || events::tracing() ? events::begin_time() : 0;
   std::vector<HostWait> waits;
   if (rule != nullptr && events::collecting()) {
     waits = rule->rule(schema, &(*stack)[stack->size() - schema.arguments().size()]);
