@@ -295,7 +295,15 @@ bool has_compatible_shallow_copy_type(const at::Tensor& self, const at::Tensor& 
 struct AliasedArg {
   at::Tensor sim;
   at::Tensor cpu;
+  bool written;  // the schema lets the op write it (`Tensor(a!)`): only then can it change
 };
+
+// Whether the schema lets the op write `argument` (`Tensor(a!)`), or lets `result` share an
+// argument's memory (`Tensor(a)`, a view; a result without an annotation is new memory).
+bool is_written(const c10::Argument& argument) {
+  return argument.alias_info() != nullptr && argument.alias_info()->isWrite();
+}
+bool may_alias_an_argument(const c10::Argument& result) { return result.alias_info() != nullptr; }
 
 // Applies `f` to every tensor `v` holds (a tensor, a tensor list or an optional-tensor list),
 // replacing it by the result. Returns whether `v` held tensors at all.
@@ -345,7 +353,9 @@ class FallbackCall {
     aliased_.reserve(tensors);
     for (size_t i = 0; i < n; ++i) {
       c10::IValue& v = (*stack)[stack->size() - n + i];
-      if (!map_tensors(v, [this](const at::Tensor& t) { return alias(t); }) && v.isDevice()) {
+      const bool written = is_written(schema_.arguments()[i]);
+      if (!map_tensors(v, [this, written](const at::Tensor& t) { return alias(t, written); }) &&
+          v.isDevice()) {
         note_device_argument(v.toDevice());
       }
     }
@@ -356,10 +366,14 @@ class FallbackCall {
   // sync by itself: metadata such as is_set_to reads nothing from the device. The ops that read
   // device data back have a rule, sync_rules.h.)
   void restore_results(torch::jit::Stack* stack) {
-    for (AliasedArg& a : aliased_) adopt_changes(a);
+    for (AliasedArg& a : aliased_) {
+      if (a.written) adopt_changes(a);
+    }
     const size_t n = schema_.returns().size();
     for (size_t i = 0; i < n; ++i) {
-      map_tensors((*stack)[stack->size() - n + i], [this](const at::Tensor& t) { return to_sim(t); });
+      const bool may_alias = may_alias_an_argument(schema_.returns()[i]);
+      map_tensors((*stack)[stack->size() - n + i],
+                  [this, may_alias](const at::Tensor& t) { return to_sim(t, may_alias); });
     }
   }
 
@@ -372,7 +386,8 @@ class FallbackCall {
   bool reads_host_tensor() const { return reads_host_tensor_; }
 
  private:
-  at::Tensor alias(const at::Tensor& t) {
+  // `written`: the op may write it (AliasedArg::written).
+  at::Tensor alias(const at::Tensor& t, bool written) {
     if (!t.defined()) return t;
     if (!is_sim(t)) {
       reads_host_tensor_ = reads_host_tensor_ || (t.device().type() == c10::DeviceType::CPU &&
@@ -390,7 +405,8 @@ class FallbackCall {
                   "found at least two devices, ", device_->str(), " and ", t.device().str(),
                   "! (in ", schema_.name(), ")");
     }
-    aliased_.push_back({t, computes_shapes_only() ? compute_alias(t) : cached_cpu_alias(t)});
+    aliased_.push_back(
+        {t, computes_shapes_only() ? compute_alias(t) : cached_cpu_alias(t), written});
     return aliased_.back().cpu;
   }
 
@@ -426,12 +442,13 @@ class FallbackCall {
     }
   }
 
-  at::Tensor to_sim(const at::Tensor& t) {
+  // `may_alias`: the schema lets the result be a view of an argument.
+  at::Tensor to_sim(const at::Tensor& t, bool may_alias) {
     if (!t.defined() || !(t.device().is_cpu() || t.is_meta())) return t;
     for (const AliasedArg& a : aliased_) {
       if (t.unsafeGetTensorImpl() == a.cpu.unsafeGetTensorImpl()) return a.sim;  // self / out=
     }
-    for (const AliasedArg& a : aliased_) {
+    for (const AliasedArg& a : may_alias ? aliased_ : kNoArguments) {
       if (t.storage().is_alias_of(a.cpu.storage())) {  // a view of an argument
         return make_tensor_on(a.sim.storage(), keys_of(a.sim.device().type()), t);
       }
@@ -439,9 +456,12 @@ class FallbackCall {
     return to_device(t, device().value_or(c10::Device(c10::DeviceType::PrivateUse1, 0)));
   }
 
+  using AliasedArgs = c10::SmallVector<AliasedArg, 4>;
+  static inline const AliasedArgs kNoArguments;
+
   const c10::FunctionSchema& schema_;
   const bool allow_host_tensors_;
-  c10::SmallVector<AliasedArg, 4> aliased_;
+  AliasedArgs aliased_;
   std::optional<c10::Device> device_;
   std::optional<c10::Device> device_argument_;
   bool reads_host_tensor_ = false;
