@@ -117,8 +117,8 @@ void add_site_args(TraceArgs& args, const Site& site) {
 
 }  // namespace
 
-void EventCollector::add_copy(PhaseCounts& counts, CopyKind kind, int64_t bytes,
-                              bool host_pinned, bool cross_device) {
+inline void EventCollector::add_copy(PhaseCounts& counts, CopyKind kind, int64_t bytes,
+                                     bool host_pinned, bool cross_device) {
   auto& tally = counts.copies(kind);
   tally.count += 1;
   tally.bytes += bytes;

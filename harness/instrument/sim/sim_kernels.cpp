@@ -258,24 +258,28 @@ at::Scalar placeholder_scalar(const at::Tensor& self) {
   return at::Scalar(static_cast<int64_t>(value));
 }
 
+// CUDA copies the value into a page-locked buffer (CUDAScalar.cu, _local_scalar_dense_cuda) and
+// waits for it: for the work queued before it, then the copy. The sim runs every op as it is
+// launched, so nothing is ever queued, and one element moves in a few nanoseconds: the wait is 0,
+// not timed (two clock reads would cost ten times what they measured).
+void count_scalar_read(const at::Tensor& self) {
+  events::record_value_read(CopyKind::DeviceToHost, static_cast<int64_t>(self.element_size()),
+                            /*host_pinned=*/true, "aten::_local_scalar_dense", "item",
+                            /*wait_ns=*/0);
+}
+
 at::Scalar local_scalar_dense(const at::Tensor& self) {
   check_sync_debug_mode();
   // The CPU kernel reads the element in place (it needs host memory, not a CPU tensor); under
   // Compute::kShapes there is none: the placeholder (placeholder_scalar).
-  at::Scalar value;
   if (computes_shapes_only()) {
-    value = placeholder_scalar(self);
+    at::Scalar value = placeholder_scalar(self);
     if (events::collecting()) events::record_event(kValueNotComputed, "item");
-  } else {
-    value = at::native::_local_scalar_dense_cpu(self);
+    count_scalar_read(self);
+    return value;
   }
-  // CUDA copies the value into a page-locked buffer (CUDAScalar.cu, _local_scalar_dense_cuda) and
-  // waits for it: for the work queued before it, then the copy. The sim runs every op as it is
-  // launched, so nothing is ever queued, and one element moves in a few nanoseconds: the wait is
-  // 0, timed (two clock reads would cost ten times what they measured).
-  events::record_value_read(CopyKind::DeviceToHost, static_cast<int64_t>(self.element_size()),
-                            /*host_pinned=*/true, "aten::_local_scalar_dense", "item",
-                            /*wait_ns=*/0);
+  at::Scalar value = at::native::_local_scalar_dense_cpu(self);
+  count_scalar_read(self);
   return value;
 }
 
