@@ -674,9 +674,53 @@ int take_over_cuda_kernels(const std::vector<std::string>& ops) {
   return take_over(names);
 }
 
+// The ops sim runs as one op of their own name, as CUDA does, where `backend` has no kernel of
+// its own and would take a composite or a loop (below). For sim, and for CUDA when no
+// libtorch_cuda kernels were there to take over (a CPU-only LibTorch, as the C++ build's).
+void register_own_kernel_ops(torch::Library& impls, c10::DispatchKey backend) {
+  c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
+  // Ops with a CUDA kernel of their own and a composite kernel, which a backend without a kernel
+  // takes before its fallback (native_layer_norm would run as batch norm, convolution_backward
+  // as the overrideable hook's, mish_backward as its decomposition): sim runs each as one op of
+  // its own name, as CUDA does (those above have kernels of their own already). The list is
+  // generated from native_functions.yaml (cuda_kernel_ops.inc).
+  static constexpr const char* kCudaKernelOps[] = {
+#include "harness/instrument/sim/cuda_kernel_ops.inc"
+  };
+  for (const char* qualified : kCudaKernelOps) {
+    const std::string name(qualified);
+    const size_t dot = name.find('.');
+    const auto op = dispatcher.findOp({"aten::" + name.substr(0, dot),
+                                       dot == std::string::npos ? "" : name.substr(dot + 1)});
+    if (!op || op->hasKernelForDispatchKey(backend)) continue;
+    impls.impl(qualified, torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  }
+
+  // Foreach ops have a CompositeExplicitAutograd "slow path" (a loop of per-tensor ops) that would
+  // otherwise run for sim and count one launch per tensor; on CUDA each is one fused launch per
+  // call, so sim routes them through the fallback as well: one launch per call.
+  // Likewise, structured ops whose functional form reaches other backends through a
+  // CompositeExplicitAutogradNonFunctional wrapper around their out= kernel run, as on CUDA, their
+  // own functional kernel (the wrapper would hand the CPU kernel a wrongly shaped out= tensor).
+  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
+    if (name.name.rfind("aten::", 0) != 0) continue;
+    const bool foreach_op = name.name.rfind("aten::_foreach_", 0) == 0;
+    if (!foreach_op && name.name.find("copy") != std::string::npos) continue;
+    const auto op = dispatcher.findOp(name);
+    if (!op || op->hasKernelForDispatchKey(backend)) continue;  // sim's own
+    const bool structured_functional =
+        !foreach_op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
+        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
+    if (!foreach_op && !structured_functional) continue;
+    std::string qualified = name.name.substr(6);
+    if (!name.overload_name.empty()) qualified += "." + name.overload_name;
+    impls.impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());
+  }
+}
+
 void register_kernels(c10::DispatchKey backend) {
   const bool cuda = backend == c10::DispatchKey::CUDA;
-  if (cuda) take_over(aten_cuda_kernel_ops());
+  const int cuda_kernels_taken = cuda ? take_over(aten_cuda_kernel_ops()) : 0;
   c10::WarningUtils::WarningHandlerGuard quiet(cuda ? &g_ignore_warnings
                                                     : c10::WarningUtils::get_warning_handler());
   // torch::Library objects live for the rest of the process (the registrations with them).
@@ -737,50 +781,16 @@ void register_kernels(c10::DispatchKey backend) {
     // The ops below (CUDA kernels beside composites, foreach, structured) all have a CUDA kernel
     // of libtorch_cuda's, overridden by take_over() above; torch's own CUDA-side code
     // (Autograd and Autocast CUDA, the conjugate and negative bits) serves CUDA tensors. An op
-    // with no kernel for CUDA at all (a CPU-only op) runs as it runs on sim.
+    // with no kernel for CUDA at all (a CPU-only op) runs as it runs on sim. Without
+    // libtorch_cuda, CUDA has none of those kernels: sim's own are registered as for sim.
+    if (cuda_kernels_taken == 0) register_own_kernel_ops(*impls, backend);
     auto* fallbacks =
         keep(new torch::Library(torch::Library::IMPL, "_", backend, __FILE__, __LINE__));
     fallbacks->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());
     return;
   }
 
-  // Ops with a CUDA kernel of their own and a composite kernel, which a backend without a kernel
-  // takes before its fallback (native_layer_norm would run as batch norm, convolution_backward
-  // as the overrideable hook's, mish_backward as its decomposition): sim runs each as one op of
-  // its own name, as CUDA does (those above have kernels of their own already). The list is
-  // generated from native_functions.yaml (cuda_kernel_ops.inc).
-  static constexpr const char* kCudaKernelOps[] = {
-#include "harness/instrument/sim/cuda_kernel_ops.inc"
-  };
-  for (const char* qualified : kCudaKernelOps) {
-    const std::string name(qualified);
-    const size_t dot = name.find('.');
-    const auto op = dispatcher.findOp({"aten::" + name.substr(0, dot),
-                                       dot == std::string::npos ? "" : name.substr(dot + 1)});
-    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;
-    impls->impl(qualified, torch::CppFunction::makeFromBoxedFunction<&fallback>());
-  }
-
-  // Foreach ops have a CompositeExplicitAutograd "slow path" (a loop of per-tensor ops) that would
-  // otherwise run for sim and count one launch per tensor; on CUDA each is one fused launch per
-  // call, so sim routes them through the fallback as well: one launch per call.
-  // Likewise, structured ops whose functional form reaches other backends through a
-  // CompositeExplicitAutogradNonFunctional wrapper around their out= kernel run, as on CUDA, their
-  // own functional kernel (the wrapper would hand the CPU kernel a wrongly shaped out= tensor).
-  for (const c10::OperatorName& name : dispatcher.getAllOpNames()) {
-    if (name.name.rfind("aten::", 0) != 0) continue;
-    const bool foreach_op = name.name.rfind("aten::_foreach_", 0) == 0;
-    if (!foreach_op && name.name.find("copy") != std::string::npos) continue;
-    const auto op = dispatcher.findOp(name);
-    if (!op || op->hasKernelForDispatchKey(c10::DispatchKey::PrivateUse1)) continue;  // sim's own
-    const bool structured_functional =
-        !foreach_op && op->hasKernelForDispatchKey(c10::DispatchKey::CPU) &&
-        op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutogradNonFunctional);
-    if (!foreach_op && !structured_functional) continue;
-    std::string qualified = name.name.substr(6);
-    if (!name.overload_name.empty()) qualified += "." + name.overload_name;
-    impls->impl(qualified.c_str(), torch::CppFunction::makeFromBoxedFunction<&fallback>());
-  }
+  register_own_kernel_ops(*impls, c10::DispatchKey::PrivateUse1);
 
   // A copy from or into a conjugate or negative view: the copy resolves the bits itself (the
   // CPU copy it runs on aliases that keep them), as CUDA's copy_ does. Without these, the
