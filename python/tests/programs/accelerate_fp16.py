@@ -6,8 +6,9 @@ import json
 import torch
 from accelerate import Accelerator
 
-torch.manual_seed(0)  # the same weights and data every run (unseeded, one CI run of 2026-11-29 counted
-# one _amp_update_scale_ more than measured steps; a step the GradScaler skipped is the guess)
+# The same weights and data every run. Unseeded, one CI run (2026-11-29) counted one
+# _amp_update_scale_ more than measured steps; a step the GradScaler skipped is the guess.
+torch.manual_seed(0)
 accelerator = Accelerator(mixed_precision="fp16")
 model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 1))
 optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
