@@ -215,6 +215,7 @@ int main(int argc, char** argv) {
     }
   }
   if (rounds < 2 || steps < 1) return usage("--rounds must be at least 2, --steps at least 1");
+  if (only_side && json_path) return usage("--side times one device: there is no ratio for --json");
 
   // As bench does: the counting allocator first, then the devices (sim: backward on this thread).
   harness::memory::install_host_counting();

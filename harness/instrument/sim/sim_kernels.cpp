@@ -452,20 +452,19 @@ class FallbackCall {
     for (const AliasedArg& a : aliased_) {
       if (t.unsafeGetTensorImpl() == a.cpu.unsafeGetTensorImpl()) return a.sim;  // self / out=
     }
-    for (const AliasedArg& a : may_alias ? aliased_ : kNoArguments) {
-      if (t.storage().is_alias_of(a.cpu.storage())) {  // a view of an argument
-        return make_tensor_on(a.sim.storage(), keys_of(a.sim.device().type()), t);
+    if (may_alias) {
+      for (const AliasedArg& a : aliased_) {
+        if (t.storage().is_alias_of(a.cpu.storage())) {  // a view of an argument
+          return make_tensor_on(a.sim.storage(), keys_of(a.sim.device().type()), t);
+        }
       }
     }
     return to_device(t, device().value_or(c10::Device(c10::DeviceType::PrivateUse1, 0)));
   }
 
-  using AliasedArgs = c10::SmallVector<AliasedArg, 4>;
-  static inline const AliasedArgs kNoArguments;
-
   const c10::FunctionSchema& schema_;
   const bool allow_host_tensors_;
-  AliasedArgs aliased_;
+  c10::SmallVector<AliasedArg, 4> aliased_;
   std::optional<c10::Device> device_;
   std::optional<c10::Device> device_argument_;
   bool reads_host_tensor_ = false;
