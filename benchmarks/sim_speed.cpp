@@ -27,6 +27,7 @@
 // 26): a step within 1.25x of the CPU, each op within 1.5x. Not a test: timings on a shared machine
 // are noisy.
 #include <ATen/ATen.h>
+#include <c10/core/AutogradState.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -225,6 +226,10 @@ int main(int argc, char** argv) {
   if (as_cuda) {
     harness::sim::initialize(harness::sim::kDefaultDeviceCount, /*name_backend=*/false);
     harness::sim::serve_cuda();
+    // Backward on this thread, as `run` has it (program.py): with CUDA's device thread each
+    // backward would be handed over and back, and that thread's OpenMP team would spin beside
+    // the CPU side's on the same cores -- a cost no `run --as-cuda` pays.
+    c10::AutogradState::get_tls_state().set_multithreading_enabled(false);
   }
   const std::optional<harness::runtime::DeviceSelection> sim =
       as_cuda ? std::nullopt : std::optional(harness::runtime::select_device("sim"));
