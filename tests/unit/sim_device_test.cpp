@@ -5,6 +5,7 @@
 #include <torch/nn/modules/linear.h>
 
 #include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -197,6 +198,83 @@ TEST_F(SimDevice, ForeachOpIsOneLaunchPerCall) {
   EXPECT_EQ(c.launches, 1);
   EXPECT_EQ(c.launches_by_op.at("aten::_foreach_add_"), 1);
   EXPECT_TRUE(at::equal(list[4].cpu(), at::full({3}, 2.0)));
+}
+
+// The hottest ops run unboxed (sim_unboxed.cpp): each call is still one launch of its own name,
+// computes what the CPU computes, and its results are sim tensors of the device.
+TEST_F(SimDevice, UnboxedOpsAreOneLaunchAndComputeAsTheCpu) {
+  const std::vector<at::Tensor> host = {at::rand({4, 3}) + 0.5, at::rand({7}) + 0.5,
+                                        at::rand({}) + 0.5};
+  auto on = [](const std::vector<at::Tensor>& list, c10::Device device) {
+    std::vector<at::Tensor> out;
+    for (const at::Tensor& t : list) out.push_back(t.to(device));
+    return out;
+  };
+  using List = std::vector<at::Tensor>;
+  struct Case {
+    const char* op;
+    std::function<List(List&, List&)> run;  // (self, other) -> what to compare
+  };
+  const std::vector<Case> cases = {
+      {"aten::_foreach_add_", [](List& a, List& b) { at::_foreach_add_(a, b, 0.5); return a; }},
+      {"aten::_foreach_lerp_", [](List& a, List& b) { at::_foreach_lerp_(a, b, 0.1); return a; }},
+      {"aten::_foreach_mul_",
+       [](List& a, List&) { at::_foreach_mul_(a, std::vector<at::Scalar>{2, 3, 4}); return a; }},
+      {"aten::_foreach_addcdiv_",
+       [](List& a, List& b) { at::_foreach_addcdiv_(a, b, b, -0.25); return a; }},
+      {"aten::_foreach_sqrt", [](List& a, List&) { return at::_foreach_sqrt(a); }},
+      {"aten::_foreach_norm", [](List& a, List&) { return at::_foreach_norm(a, 2); }},
+      {"aten::_foreach_zero_", [](List& a, List&) { at::_foreach_zero_(a); return a; }},
+      {"aten::addmm", [](List& a, List& b) { return List{at::addmm(a[1][0], a[0], b[0].t())}; }},
+      {"aten::mm", [](List& a, List& b) { return List{at::mm(a[0].t(), b[0])}; }},
+      {"aten::add_", [](List& a, List& b) { return List{a[0].add_(b[0], 2)}; }},
+      {"aten::mul", [](List& a, List& b) { return List{a[1] * b[1]}; }},
+      {"aten::relu", [](List& a, List&) { return List{at::relu(a[0] - 0.75)}; }},
+      {"aten::sum", [](List& a, List&) { return List{a[0].sum({1}, true)}; }},
+      {"aten::mse_loss", [](List& a, List& b) { return List{at::mse_loss(a[1], b[1] * 0)}; }},
+  };
+  for (const Case& c : cases) {
+    List cpu_self = on(host, at::kCPU), cpu_other = on(host, at::kCPU);
+    List sim_self = on(host, dev0), sim_other = on(host, dev0);
+    const List want = c.run(cpu_self, cpu_other);
+    List got;
+    const PhaseCounts counts = count([&] { got = c.run(sim_self, sim_other); });
+    EXPECT_EQ(counts.launches_by_op.count(c.op), 1u) << c.op;
+    EXPECT_EQ(counts.launches_by_op.at(c.op), 1) << c.op;
+    ASSERT_EQ(got.size(), want.size()) << c.op;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].device(), dev0) << c.op;
+      EXPECT_TRUE(at::allclose(got[i].cpu(), want[i])) << c.op << " tensor " << i;
+    }
+  }
+}
+
+// What the unboxed fast path does not take goes to the boxed fallback, with its rules: a host
+// scalar tensor is read (a capture blocker, as on CUDA), two devices are refused by name.
+TEST_F(SimDevice, UnboxedOpsLeaveHostTensorsAndTwoDevicesToTheFallback) {
+  std::vector<at::Tensor> list = {at::ones({3}).to(dev0), at::ones({2}).to(dev0)};
+  const PhaseCounts scaled = count([&] { at::_foreach_mul_(list, at::full({}, 3.0)); });
+  EXPECT_EQ(scaled.launches, 1);
+  EXPECT_EQ(scaled.capture_blockers, 1);
+  const std::vector<EventSite> events = to_event_sites(last_);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].what, "CPU tensor read by aten::_foreach_mul_");
+  EXPECT_TRUE(at::equal(list[1].cpu(), at::full({2}, 3.0f)));
+
+  // An in-place op gives back the caller's tensor, on either path.
+  at::Tensor x = at::ones({3}).to(dev0);
+  const at::Tensor y = at::ones({3}).to(dev0);
+  EXPECT_EQ(&x.add_(y), &x);                     // unboxed
+  EXPECT_EQ(&x.add_(at::full({}, 2.0)), &x);     // a host scalar: the fallback
+  EXPECT_TRUE(at::equal(x.cpu(), at::full({3}, 4.0f)));
+
+  std::vector<at::Tensor> mixed = {at::ones({3}).to(dev0), at::ones({3}).to(dev1)};
+  try {
+    at::_foreach_add_(mixed, 1.0);
+    ADD_FAILURE() << "tensors of two devices were taken";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("same device"), std::string::npos) << e.what();
+  }
 }
 
 TEST_F(SimDevice, SameDeviceContiguousCopyIsD2DAndStridedCopyIsALaunch) {

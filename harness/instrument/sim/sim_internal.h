@@ -2,9 +2,12 @@
 // Shared between the sim backend's runtime (sim_runtime.cpp), kernels (sim_kernels.cpp) and
 // storages (sim_storage.cpp).
 #include <c10/core/Allocator.h>
+#include <c10/core/DispatchKey.h>
 #include <c10/core/DispatchKeySet.h>
 #include <c10/core/Storage.h>
 #include <c10/core/StorageImpl.h>
+#include <c10/core/TensorImpl.h>
+#include <c10/macros/Macros.h>
 
 #include <vector>
 
@@ -67,12 +70,36 @@ bool adopt_in_place(const at::Tensor& output, c10::Device device);
 at::Tensor to_device(const at::Tensor& host_result, c10::Device device);
 // A CPU tensor over the same memory as sim tensor `sim_tensor` (same geometry).
 at::Tensor cpu_alias(const at::Tensor& sim_tensor);
+// Whether two tensors have the same sizes and strides: an inline loop over the few dims (on every
+// op, for every sim argument; a memcmp call costs more than the dims it compares).
+C10_ALWAYS_INLINE bool same_geometry(const c10::TensorImpl& a, const c10::TensorImpl& b) {
+  const c10::IntArrayRef a_sizes = a.sizes(), b_sizes = b.sizes();
+  if (a_sizes.size() != b_sizes.size()) return false;
+  const c10::IntArrayRef a_strides = a.strides(), b_strides = b.strides();
+  for (size_t i = 0; i < a_sizes.size(); ++i) {
+    if (a_sizes[i] != b_sizes[i] || a_strides[i] != b_strides[i]) return false;
+  }
+  return true;
+}
+
 // The CPU alias the boxed fallback hands a CPU kernel for `sim_tensor`: cpu_alias's, but kept in
 // this thread's cache for the next op on the same tensor (a parameter, an optimizer state, an
 // activation read twice), and over bytes it does not own (the op's arguments keep them alive).
 // A kernel that replaces the alias's storage (grows an out= argument): forget_cpu_alias after.
-at::Tensor cached_cpu_alias(const at::Tensor& sim_tensor);
+// `inference`: whether InferenceMode is on (c10::InferenceMode::is_enabled(), read once per op).
+at::Tensor cached_cpu_alias(const at::Tensor& sim_tensor, bool inference);
 void forget_cpu_alias(const at::Tensor& sim_tensor);
+// After a CPU kernel ran on `alias` (sim_tensor's CPU alias, or its meta alias under kShapes) and
+// may have written it: the sim tensor takes over a storage the kernel grew or replaced, and the
+// geometry it set (an out= argument resized, a resize_).
+void adopt_kernel_changes(const at::Tensor& sim_tensor, const at::Tensor& alias);
+// The boxed fallback every sim op without a kernel of its own runs (sim_kernels.cpp): the op's
+// CPU kernel on aliases of its sim arguments, one launch, the host waits its rule makes.
+void run_boxed_fallback(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
+// Registers sim's unboxed kernels for the hottest ops at `backend` (sim_unboxed.cpp): each one
+// launch as the fallback counts it, without boxing its arguments. `over_fallback`: the backend's
+// kernels for them are take_over()'s fallback (CUDA under libtorch_cuda), to be replaced.
+void register_unboxed_kernels(torch::Library& impls, c10::DispatchKey backend, bool over_fallback);
 // What sim's kernels compute on in place of a sim tensor (sim_device.h, Compute): its CPU alias,
 // or under Compute::kShapes a meta tensor of its geometry (no bytes; nothing the op computes).
 at::Tensor compute_alias(const at::Tensor& sim_tensor);

@@ -30,6 +30,7 @@
 #include <ATen/ops/view_native.h>
 #include <ATen/native/TensorAdvancedIndexingUtils.h>
 #include <c10/core/DeviceGuard.h>
+#include <c10/core/InferenceMode.h>
 #include <c10/util/Exception.h>
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
@@ -318,7 +319,10 @@ bool map_tensors(c10::IValue& v, F&& f) {
   } else if (v.isTensorList()) {
     c10::List<at::Tensor> in = v.toTensorList();
     if (in.use_count() == 2) {  // held by `v` and `in` only: changed in place, no new list
-      for (size_t i = 0; i < in.size(); ++i) in.set(i, f(in.get(i)));
+      for (size_t i = 0; i < in.size(); ++i) {
+        const at::Tensor& t = in[i];  // the list's element itself, no copy (f keeps what it needs)
+        in[i] = f(t);
+      }
       return true;
     }
     c10::List<at::Tensor> out;
@@ -339,12 +343,41 @@ bool map_tensors(c10::IValue& v, F&& f) {
   return true;
 }
 
+}  // namespace
+
+void adopt_kernel_changes(const at::Tensor& sim_tensor, const at::Tensor& alias) {
+  c10::TensorImpl* sim = sim_tensor.unsafeGetTensorImpl();
+  const c10::TensorImpl* cpu = alias.unsafeGetTensorImpl();
+  if (alias.is_meta()) {
+    // Compute::kShapes: the meta kernel resized an out= argument's storage: the sim storage
+    // grows as it would (new device memory, nothing to keep).
+    if (cpu->storage().nbytes() > sim->storage().nbytes()) {
+      resize_storage_bytes(sim->storage().unsafeGetStorageImpl(), cpu->storage().nbytes());
+    }
+  } else if (cpu->unsafe_storage().data() != sim->unsafe_storage().data()) {
+    // The CPU kernel grew the storage of an out= argument: the sim storage (shared by all of
+    // its views) takes over the new bytes.
+    const c10::Storage& grown = cpu->storage();
+    c10::StorageImpl* storage = sim->storage().unsafeGetStorageImpl();
+    storage->set_data_ptr_noswap(adopt_bytes(grown, sim_tensor.device()));
+    storage->set_nbytes(grown.nbytes());
+    forget_cpu_alias(sim_tensor);  // its alias owns the new bytes now: not kept past the op
+  }
+  if (!same_geometry(*sim, *cpu) || sim->storage_offset() != cpu->storage_offset()) {
+    sim->set_sizes_and_strides(cpu->sizes(), cpu->strides(), cpu->storage_offset());
+  }
+}
+
+namespace {
+
 class FallbackCall {
  public:
   // `allow_host_tensors`: CPU tensors with dims may be arguments (index tensors, which CUDA
   // copies to the device itself).
   FallbackCall(const c10::FunctionSchema& schema, bool allow_host_tensors)
-      : schema_(schema), allow_host_tensors_(allow_host_tensors) {}
+      : schema_(schema),
+        allow_host_tensors_(allow_host_tensors),
+        inference_(c10::InferenceMode::is_enabled()) {}
 
   // Replaces sim tensors among the arguments on the stack by CPU aliases.
   void alias_arguments(torch::jit::Stack* stack) {
@@ -371,7 +404,7 @@ class FallbackCall {
   // device data back have a rule, sync_rules.h.)
   void restore_results(torch::jit::Stack* stack) {
     for (AliasedArg& a : aliased_) {
-      if (a.written) adopt_changes(a);
+      if (a.written) adopt_kernel_changes(a.sim, a.cpu);
     }
     const size_t n = schema_.returns().size();
     for (size_t i = 0; i < n; ++i) {
@@ -410,7 +443,7 @@ class FallbackCall {
                   "! (in ", schema_.name(), ")");
     }
     aliased_.push_back(
-        {t, computes_shapes_only() ? compute_alias(t) : cached_cpu_alias(t), written});
+        {t, computes_shapes_only() ? compute_alias(t) : cached_cpu_alias(t, inference_), written});
     return aliased_.back().cpu;
   }
 
@@ -420,30 +453,6 @@ class FallbackCall {
   void note_device_argument(c10::Device device) {
     if (device_argument_ || !is_sim_type(device.type())) return;
     device_argument_ = device.has_index() ? device : c10::Device(device.type(), current_device());
-  }
-
-  static void adopt_changes(AliasedArg& a) {
-    c10::TensorImpl* sim = a.sim.unsafeGetTensorImpl();
-    const c10::TensorImpl* cpu = a.cpu.unsafeGetTensorImpl();
-    if (a.cpu.is_meta()) {
-      // Compute::kShapes: the meta kernel resized an out= argument's storage: the sim storage
-      // grows as it would (new device memory, nothing to keep).
-      if (cpu->storage().nbytes() > sim->storage().nbytes()) {
-        resize_storage_bytes(sim->storage().unsafeGetStorageImpl(), cpu->storage().nbytes());
-      }
-    } else if (cpu->storage().data() != sim->storage().data()) {
-      // The CPU kernel grew the storage of an out= argument: the sim storage (shared by all of
-      // its views) takes over the new bytes.
-      const c10::Storage& grown = cpu->storage();
-      c10::StorageImpl* storage = sim->storage().unsafeGetStorageImpl();
-      storage->set_data_ptr_noswap(adopt_bytes(grown, a.sim.device()));
-      storage->set_nbytes(grown.nbytes());
-      forget_cpu_alias(a.sim);  // its alias owns the new bytes now: not kept past the op
-    }
-    if (sim->sizes() != cpu->sizes() || sim->strides() != cpu->strides() ||
-        sim->storage_offset() != cpu->storage_offset()) {
-      sim->set_sizes_and_strides(cpu->sizes(), cpu->strides(), cpu->storage_offset());
-    }
   }
 
   // `may_alias`: the schema lets the result be a view of an argument.
@@ -464,6 +473,7 @@ class FallbackCall {
 
   const c10::FunctionSchema& schema_;
   const bool allow_host_tensors_;
+  const bool inference_;  // InferenceMode on: the aliases the CPU kernel gets are inference tensors
   c10::SmallVector<AliasedArg, 4> aliased_;
   std::optional<c10::Device> device_;
   std::optional<c10::Device> device_argument_;
@@ -593,6 +603,10 @@ class CudaIndexPutKernel final : public c10::OperatorKernel {
 
 }  // namespace
 
+void run_boxed_fallback(const c10::OperatorHandle& op, torch::jit::Stack* stack) {
+  fallback(op, stack);
+}
+
 torch::Library* keep(torch::Library* library) {
   static std::mutex mu;
   static auto* kept = new std::vector<std::unique_ptr<torch::Library>>();  // never destroyed
@@ -677,6 +691,8 @@ int take_over_cuda_kernels(const std::vector<std::string>& ops) {
 // its own and would take a composite or a loop (below). For sim, and for CUDA when no
 // libtorch_cuda kernels were there to take over (a CPU-only LibTorch, as the C++ build's).
 void register_own_kernel_ops(torch::Library& impls, c10::DispatchKey backend) {
+  // The hottest ops, unboxed: registered first, so that the loops below leave them.
+  register_unboxed_kernels(impls, backend, /*over_fallback=*/false);
   c10::Dispatcher& dispatcher = c10::Dispatcher::singleton();
   // Ops with a CUDA kernel of their own and a composite kernel, which a backend without a kernel
   // takes before its fallback (native_layer_norm would run as batch norm, convolution_backward
@@ -782,7 +798,11 @@ void register_kernels(c10::DispatchKey backend) {
     // (Autograd and Autocast CUDA, the conjugate and negative bits) serves CUDA tensors. An op
     // with no kernel for CUDA at all (a CPU-only op) runs as it runs on sim. Without
     // libtorch_cuda, CUDA has none of those kernels: sim's own are registered as for sim.
-    if (cuda_kernels_taken == 0) register_own_kernel_ops(*impls, backend);
+    if (cuda_kernels_taken == 0) {
+      register_own_kernel_ops(*impls, backend);
+    } else {
+      register_unboxed_kernels(*impls, backend, /*over_fallback=*/true);
+    }
     auto* fallbacks =
         keep(new torch::Library(torch::Library::IMPL, "_", backend, __FILE__, __LINE__));
     fallbacks->fallback(torch::CppFunction::makeFromBoxedFunction<&fallback>());

@@ -4,7 +4,6 @@
 #include <ATen/core/Tensor.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/DeviceGuard.h>
-#include <c10/core/InferenceMode.h>
 
 #include <cstdint>
 
@@ -141,12 +140,12 @@ class AliasCache {
  public:
   static constexpr size_t kEntries = 256;
 
-  at::Tensor alias_of(const at::Tensor& sim_tensor) {
+  at::Tensor alias_of(const at::Tensor& sim_tensor, bool inference) {
     c10::TensorImpl* sim = sim_tensor.unsafeGetTensorImpl();
     Entry& entry = entries_[slot_of(sim)];
-    if (entry.sim == sim && still_aliases(entry, *sim)) return entry.cpu;
+    if (entry.sim == sim && still_aliases(entry, *sim, inference)) return entry.cpu;
     const c10::Storage& storage = sim->storage();
-    if (held_by_entry_alone(entry)) {
+    if (held_by_entry_alone(entry, inference)) {
       rebind(entry.cpu, sim_tensor);  // the slot's alias, no longer of use, for this tensor
     } else {
       c10::Storage view = cpu_storage_over(storage, unowned_cpu_bytes(storage));
@@ -181,12 +180,12 @@ class AliasCache {
 
   // Whether the slot's alias and its storage are held by the slot only: no op kept the alias, a
   // view of it or its storage, so it can be made the alias of another tensor.
-  static bool held_by_entry_alone(const Entry& entry) {
+  static bool held_by_entry_alone(const Entry& entry, bool inference) {
     if (!entry.cpu.defined()) return false;
     const c10::TensorImpl* cpu = entry.cpu.unsafeGetTensorImpl();
     return entry.cpu.use_count() == 1 && entry.cpu.weak_use_count() == 1 &&
-           cpu->storage().use_count() == 1 && cpu->allow_tensor_metadata_change() &&
-           made_in_this_mode(entry.cpu);
+           cpu->unsafe_storage().use_count() == 1 && cpu->allow_tensor_metadata_change() &&
+           made_in_this_mode(entry.cpu, inference);
   }
 
   // Makes `cpu` (held by its slot alone) the alias of `sim_tensor`: its storage over the sim
@@ -202,30 +201,38 @@ class AliasCache {
     if (impl->dtype() != sim_tensor.dtype()) {
       impl->set_storage_and_dtype(impl->storage(), sim_tensor.dtype());
     }
-    impl->set_sizes_and_strides(sim_tensor.sizes(), sim_tensor.strides(),
-                                sim_tensor.storage_offset());
+    // Most often the geometry of the tensor the slot served (the same step's tensor at the same
+    // address): then only the storage changed.
+    const c10::TensorImpl& sim = *sim_tensor.unsafeGetTensorImpl();
+    if (!same_geometry(*impl, sim)) {
+      impl->set_sizes_and_strides(sim.sizes(), sim.strides(), sim.storage_offset());
+    } else if (impl->storage_offset() != sim.storage_offset()) {
+      impl->set_storage_offset(sim.storage_offset());
+    }
     impl->_set_conj(sim_tensor.is_conj());
     impl->_set_neg(sim_tensor.is_neg());
   }
 
-  static bool still_aliases(const Entry& entry, const c10::TensorImpl& sim) {
+  // Read on every op for every sim argument: inline reads of the fields, no call (storage()
+  // checks that access is allowed; a sim tensor's always is).
+  static bool still_aliases(const Entry& entry, const c10::TensorImpl& sim, bool inference) {
     const c10::TensorImpl& cpu = *entry.cpu.unsafeGetTensorImpl();
-    const c10::Storage& storage = sim.storage();
-    return entry.storage == storage.unsafeGetStorageImpl() &&
-           cpu.storage().data() == storage.data() && cpu.storage().nbytes() == storage.nbytes() &&
-           cpu.dtype() == sim.dtype() && cpu.storage_offset() == sim.storage_offset() &&
-           cpu.sizes() == sim.sizes() && cpu.strides() == sim.strides() &&
+    const c10::StorageImpl* storage = sim.unsafe_storage().unsafeGetStorageImpl();
+    const c10::StorageImpl* view = cpu.unsafe_storage().unsafeGetStorageImpl();
+    return entry.storage == storage && view->data_ptr().get() == storage->data_ptr().get() &&
+           view->nbytes() == storage->nbytes() && cpu.dtype() == sim.dtype() &&
+           cpu.storage_offset() == sim.storage_offset() && same_geometry(cpu, sim) &&
            cpu.is_conj() == sim.is_conj() && cpu.is_neg() == sim.is_neg() &&
            entry.cpu.use_count() == 1 &&  // no op holds it now (one may have kept it: a new one)
-           made_in_this_mode(entry.cpu);
+           made_in_this_mode(entry.cpu, inference);
   }
 
   // An alias made under InferenceMode is an inference tensor (no version counter), which an
   // in-place CPU kernel may not update outside it; one made outside is a normal tensor, which
   // InferenceMode would not have made. A kept alias serves the mode it was made in, as a new one
-  // made now would.
-  static bool made_in_this_mode(const at::Tensor& cpu) {
-    return cpu.is_inference() == c10::InferenceMode::is_enabled();
+  // made now would. (`inference`: whether InferenceMode is on, read once per op.)
+  static bool made_in_this_mode(const at::Tensor& cpu, bool inference) {
+    return cpu.is_inference() == inference;
   }
 
   Entry entries_[kEntries];
@@ -236,7 +243,9 @@ thread_local AliasCache t_aliases;
 
 }  // namespace
 
-at::Tensor cached_cpu_alias(const at::Tensor& sim_tensor) { return t_aliases.alias_of(sim_tensor); }
+at::Tensor cached_cpu_alias(const at::Tensor& sim_tensor, bool inference) {
+  return t_aliases.alias_of(sim_tensor, inference);
+}
 
 void forget_cpu_alias(const at::Tensor& sim_tensor) { t_aliases.forget(sim_tensor); }
 

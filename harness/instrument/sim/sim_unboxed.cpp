@@ -1,0 +1,335 @@
+// The hottest ops on sim, unboxed (issue 50): a training step's matmuls, activations, losses and
+// the optimizers' foreach ops. Each is one launch, as the boxed fallback counts it
+// (sim_kernels.cpp), but its arguments are not boxed into IValues and unboxed again around the
+// CPU kernel -- in a foreach Adam step that boxing cost as much as the CPU aliases themselves.
+// The CPU kernel runs on the CPU aliases of the sim tensors, as in the fallback. What the fallback
+// does besides is left to it: a call under Compute::kShapes, or with a CPU tensor (a scalar the
+// kernel reads at launch), an undefined tensor or tensors of two devices among its arguments, is
+// boxed here and handed over unchanged, with the fallback's rules and messages.
+#include <ATen/core/Tensor.h>
+#include <ATen/core/boxing/impl/boxing.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/ops/_foreach_add_ops.h>
+#include <ATen/ops/_foreach_addcdiv_ops.h>
+#include <ATen/ops/_foreach_addcmul_ops.h>
+#include <ATen/ops/_foreach_div_ops.h>
+#include <ATen/ops/_foreach_lerp_ops.h>
+#include <ATen/ops/_foreach_maximum_ops.h>
+#include <ATen/ops/_foreach_mul_ops.h>
+#include <ATen/ops/_foreach_neg_ops.h>
+#include <ATen/ops/_foreach_norm_ops.h>
+#include <ATen/ops/_foreach_reciprocal_ops.h>
+#include <ATen/ops/_foreach_sqrt_ops.h>
+#include <ATen/ops/_foreach_sub_ops.h>
+#include <ATen/ops/_foreach_zero_ops.h>
+#include <ATen/ops/add_ops.h>
+#include <ATen/ops/addmm_ops.h>
+#include <ATen/ops/bmm_ops.h>
+#include <ATen/ops/div_ops.h>
+#include <ATen/ops/gelu_backward_ops.h>
+#include <ATen/ops/gelu_ops.h>
+#include <ATen/ops/mm_ops.h>
+#include <ATen/ops/mse_loss_backward_ops.h>
+#include <ATen/ops/mse_loss_ops.h>
+#include <ATen/ops/mul_ops.h>
+#include <ATen/ops/relu_ops.h>
+#include <ATen/ops/sub_ops.h>
+#include <ATen/ops/sum_ops.h>
+#include <ATen/ops/threshold_backward_ops.h>
+#include <c10/core/DeviceGuard.h>
+#include <c10/core/InferenceMode.h>
+#include <c10/util/SmallVector.h>
+#include <torch/library.h>
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "harness/instrument/collector.h"
+#include "harness/instrument/memory_ledger.h"
+#include "harness/instrument/sim/sim_device.h"
+#include "harness/instrument/sim/sim_internal.h"
+
+namespace harness::sim {
+namespace {
+
+using TensorAliases = c10::SmallVector<at::Tensor, 16>;
+
+// One call's sim tensors and their CPU aliases.
+class UnboxedCall {
+ public:
+  // Whether every tensor argument is a defined sim tensor of one device (numbers, scalars and
+  // absent optionals always are fine): what the fast path takes.
+  bool accepts(const at::Tensor& t) {
+    if (!is_sim(t)) return false;
+    if (!device_) device_ = t.device();
+    return *device_ == t.device();
+  }
+  bool accepts(at::TensorList list) {
+    for (const at::Tensor& t : list) {
+      if (!accepts(t)) return false;
+    }
+    return true;
+  }
+  bool accepts(const std::optional<at::Tensor>& t) { return !t.has_value() || accepts(*t); }
+  template <class T>
+  bool accepts(const T&) {
+    return true;
+  }
+  // A call with no tensor argument (none here; the fallback knows a factory's device).
+  bool found_a_device() const { return device_.has_value(); }
+
+  // The CPU kernel's arguments: aliases for the tensors, the rest as they are. `written`: the
+  // op may write it (a `Tensor&`, an in-place foreach op's `self` list).
+  TensorAliases to_cpu(at::TensorList list, bool written) {
+    TensorAliases aliases;
+    aliases.reserve(list.size());
+    for (const at::Tensor& t : list) aliases.push_back(alias(t, written));
+    return aliases;
+  }
+  at::Tensor to_cpu(const at::Tensor& t, bool written) { return alias(t, written); }
+  std::optional<at::Tensor> to_cpu(const std::optional<at::Tensor>& t, bool) {
+    return t.has_value() ? std::optional<at::Tensor>(alias(*t, false)) : std::nullopt;
+  }
+  template <class T>
+  const T& to_cpu(const T& value, bool) {
+    return value;
+  }
+
+  // After the kernel: a written tensor takes what the kernel changed of its alias (an out=
+  // argument resized).
+  void adopt_changes() const {
+    for (const Aliased& a : aliased_) {
+      if (a.written) adopt_kernel_changes(*a.sim, a.cpu);
+    }
+  }
+
+  // A result as a sim tensor: the argument it is (self, out=), else new device memory.
+  at::Tensor to_sim(const at::Tensor& result) const {
+    const Aliased* argument = find(result);
+    return argument != nullptr ? *argument->sim : to_device(result, *device_);
+  }
+  // A reference result (an in-place or out= op's): the caller's argument it is.
+  at::Tensor& to_sim_argument(const at::Tensor& result) const {
+    const Aliased* argument = find(result);
+    TORCH_INTERNAL_ASSERT(argument != nullptr, "an op returned a reference to no argument");
+    return const_cast<at::Tensor&>(*argument->sim);  // the caller's `Tensor&`
+  }
+
+  c10::Device device() const { return *device_; }
+
+ private:
+  struct Aliased {
+    const at::Tensor* sim;  // an argument: the caller holds it for the call
+    at::Tensor cpu;
+    bool written;
+  };
+
+  at::Tensor alias(const at::Tensor& t, bool written) {
+    aliased_.push_back({&t, cached_cpu_alias(t, inference_), written});
+    return aliased_.back().cpu;
+  }
+
+  const Aliased* find(const at::Tensor& cpu) const {
+    for (const Aliased& a : aliased_) {
+      if (a.cpu.unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) return &a;
+    }
+    return nullptr;
+  }
+
+  std::optional<c10::Device> device_;
+  const bool inference_ = c10::InferenceMode::is_enabled();
+  c10::SmallVector<Aliased, 16> aliased_;
+};
+
+// Whether `Op` (an at::_ops struct) is a foreach op that writes its first tensor list (in place:
+// `_foreach_add_`; its `self` is a TensorList, not a `Tensor&`).
+template <class Op>
+constexpr bool foreach_writes_self() {
+  const std::string_view name(Op::name);
+  return name.rfind("aten::_foreach_", 0) == 0 && name.back() == '_';
+}
+
+// The boxed fallback, for a call the fast path does not take: boxed here as the dispatcher
+// boxes a call for a boxed kernel.
+template <class Op, class R, class... Args>
+R run_boxed(Args... args) {
+  static const c10::OperatorHandle op =
+      c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+  torch::jit::Stack stack = c10::impl::boxArgs<Args...>(args...);
+  run_boxed_fallback(op, &stack);
+  if constexpr (!std::is_void_v<R>) return c10::impl::PopResult<R>::call(stack);
+}
+
+template <class Op, class Schema = typename Op::schema>
+struct UnboxedOp;
+
+template <class Op, class R, class... Args>
+struct UnboxedOp<Op, R(Args...)> {
+  static R call(c10::DispatchKeySet, Args... args) {
+    UnboxedCall call;
+    if (computes_shapes_only() || !(call.accepts(args) && ...) || !call.found_a_device()) {
+      return boxed(args...);
+    }
+    const int64_t begin = events::tracing() ? events::begin_time() : 0;
+    // Left to right (a braced list): the first tensor list is a foreach op's `self`.
+    bool first_list = true;
+    auto written = [&first_list](const auto& arg) {
+      using Arg = std::decay_t<decltype(arg)>;
+      if constexpr (std::is_same_v<Arg, at::TensorList>) {
+        const bool self = first_list;
+        first_list = false;
+        return self && foreach_writes_self<Op>();
+      } else {
+        return false;
+      }
+    };
+    std::tuple<decltype(call.to_cpu(std::declval<Args>(), false))...> cpu_args{
+        call.to_cpu(args, written(args) || is_mutable_tensor<Args>())...};
+    std::optional<c10::DeviceGuard> guard;  // only when the op's device is not the current one
+    if (call.device().index() != current_device()) guard.emplace(call.device());
+    const memory::ChargeTo charge_to(call.device().index());  // what the kernel allocates
+    auto run = [](auto&... a) -> decltype(auto) { return Op::redispatch(kCpuKeys, a...); };
+    if constexpr (std::is_void_v<R>) {
+      std::apply(run, cpu_args);
+      call.adopt_changes();
+      events::record_launch(Op::name, begin);
+    } else {
+      decltype(auto) results = std::apply(run, cpu_args);
+      call.adopt_changes();
+      events::record_launch(Op::name, begin);
+      return results_to_sim(call, std::forward<decltype(results)>(results));
+    }
+  }
+
+ private:
+  template <class Arg>
+  static constexpr bool is_mutable_tensor() {
+    return std::is_same_v<Arg, at::Tensor&>;
+  }
+
+  // A `Tensor&` result is an argument itself: the fallback, which returns values, cannot give
+  // it. Such a call is boxed with its arguments and its result is the argument the schema
+  // says (self, or out=): the one the CPU kernel returned when it ran there.
+  static R boxed(Args... args) {
+    if constexpr (std::is_same_v<R, at::Tensor&>) {
+      static const c10::OperatorHandle op =
+          c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
+      torch::jit::Stack stack = c10::impl::boxArgs<Args...>(args...);
+      run_boxed_fallback(op, &stack);
+      const at::Tensor& result = stack.back().toTensor();
+      at::Tensor* found = nullptr;
+      (
+          [&](auto& arg) {
+            if constexpr (std::is_same_v<decltype(arg), at::Tensor&>) {  // self, or out=
+              if (found == nullptr && arg.unsafeGetTensorImpl() == result.unsafeGetTensorImpl()) {
+                found = &arg;
+              }
+            }
+          }(args),
+          ...);
+      TORCH_INTERNAL_ASSERT(found != nullptr, Op::name, " returned a reference to no argument");
+      return *found;
+    } else {
+      return run_boxed<Op, R, Args...>(args...);
+    }
+  }
+
+  // The CPU kernel's results as the caller gets them: sim tensors.
+  static R results_to_sim(const UnboxedCall& call, const at::Tensor& result) {
+    if constexpr (std::is_same_v<R, at::Tensor&>) {
+      return call.to_sim_argument(result);
+    } else {
+      return call.to_sim(result);
+    }
+  }
+  static R results_to_sim(const UnboxedCall& call, std::vector<at::Tensor>&& results) {
+    for (at::Tensor& t : results) t = call.to_sim(t);
+    return std::move(results);
+  }
+};
+
+// Registers `Op`'s unboxed kernel at `backend` where its calls reach the fallback now: no kernel of
+// sim's own (sync rules, cuda_*.cpp), no composite that runs before a backend's fallback (which a
+// backend kernel would override) -- except a foreach op's loop and a structured op's functional
+// wrapper, which register_own_kernel_ops routes to the fallback as CUDA has kernels of its own.
+// `over_fallback`: the backend's kernels are take_over()'s fallback (CUDA under libtorch_cuda),
+// none of them sim's own for the ops below.
+template <class Op>
+void register_unboxed(torch::Library& impls, c10::DispatchKey backend, bool over_fallback) {
+  const auto op = c10::Dispatcher::singleton().findOp({Op::name, Op::overload_name});
+  if (!op || (!over_fallback && op->hasKernelForDispatchKey(backend)) ||
+      op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
+    return;
+  }
+  const bool foreach_op = std::string_view(Op::name).rfind("aten::_foreach_", 0) == 0;
+  if (!foreach_op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+    return;
+  }
+  for (const c10::Argument& result : op->schema().returns()) {
+    if (result.alias_info() != nullptr && !result.alias_info()->isWrite()) return;  // a view
+  }
+  std::string qualified = std::string(Op::name).substr(6);  // without "aten::"
+  if (*Op::overload_name != '\0') qualified += std::string(".") + Op::overload_name;
+  impls.impl(qualified.c_str(), TORCH_FN(UnboxedOp<Op>::call));
+}
+
+}  // namespace
+
+void register_unboxed_kernels(torch::Library& impls, c10::DispatchKey backend, bool over_fallback) {
+  namespace ops = at::_ops;
+  // torch.optim's foreach Adam, AdamW and SGD, clip_grad_norm_, and the runtime's optimizers.
+  register_unboxed<ops::_foreach_add__Scalar>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_add__List>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_add__ScalarList>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_add__Tensor>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_add_Scalar>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_add_List>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_sub__Scalar>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_sub__List>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_sub__ScalarList>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_mul__Scalar>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_mul__List>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_mul__ScalarList>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_mul__Tensor>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_div__Scalar>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_div__List>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_div__ScalarList>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_div__Tensor>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_lerp__Scalar>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_lerp__List>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_addcmul__Scalar>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_addcmul__ScalarList>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_addcdiv__Scalar>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_addcdiv__ScalarList>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_sqrt>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_sqrt_>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_maximum__List>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_neg>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_neg_>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_reciprocal_>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_zero_>(impls, backend, over_fallback);
+  register_unboxed<ops::_foreach_norm_Scalar>(impls, backend, over_fallback);
+  // A step's matmuls, elementwise ops, activations and losses, forward and backward.
+  register_unboxed<ops::addmm>(impls, backend, over_fallback);
+  register_unboxed<ops::mm>(impls, backend, over_fallback);
+  register_unboxed<ops::bmm>(impls, backend, over_fallback);
+  register_unboxed<ops::add_Tensor>(impls, backend, over_fallback);
+  register_unboxed<ops::add__Tensor>(impls, backend, over_fallback);
+  register_unboxed<ops::sub_Tensor>(impls, backend, over_fallback);
+  register_unboxed<ops::mul_Tensor>(impls, backend, over_fallback);
+  register_unboxed<ops::mul__Tensor>(impls, backend, over_fallback);
+  register_unboxed<ops::div_Tensor>(impls, backend, over_fallback);
+  register_unboxed<ops::relu>(impls, backend, over_fallback);
+  register_unboxed<ops::threshold_backward>(impls, backend, over_fallback);
+  register_unboxed<ops::gelu>(impls, backend, over_fallback);
+  register_unboxed<ops::gelu_backward>(impls, backend, over_fallback);
+  register_unboxed<ops::sum_dim_IntList>(impls, backend, over_fallback);
+  register_unboxed<ops::mse_loss>(impls, backend, over_fallback);
+  register_unboxed<ops::mse_loss_backward>(impls, backend, over_fallback);
+}
+
+}  // namespace harness::sim
