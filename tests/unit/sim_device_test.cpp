@@ -266,7 +266,8 @@ TEST_F(SimDevice, UnboxedOpsLeaveHostTensorsAndTwoDevicesToTheFallback) {
   const at::Tensor y = at::ones({3}).to(dev0);
   EXPECT_EQ(&x.add_(y), &x);                     // unboxed
   EXPECT_EQ(&x.add_(at::full({}, 2.0)), &x);     // a host scalar: the fallback
-  EXPECT_TRUE(at::equal(x.cpu(), at::full({3}, 4.0f)));
+  EXPECT_EQ(&x.mul_(x), &x);                     // one alias for both arguments
+  EXPECT_TRUE(at::equal(x.cpu(), at::full({3}, 16.0f)));
 
   std::vector<at::Tensor> mixed = {at::ones({3}).to(dev0), at::ones({3}).to(dev1)};
   try {

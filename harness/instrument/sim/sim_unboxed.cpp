@@ -112,11 +112,15 @@ class UnboxedCall {
     const Aliased* argument = find(result);
     return argument != nullptr ? *argument->sim : to_device(result, *device_);
   }
-  // A reference result (an in-place or out= op's): the caller's argument it is.
+  // A reference result (an in-place op's): the caller's argument it is, a written one (`self`;
+  // in `x.add_(x)` both arguments have one alias).
   at::Tensor& to_sim_argument(const at::Tensor& result) const {
-    const Aliased* argument = find(result);
-    TORCH_INTERNAL_ASSERT(argument != nullptr, "an op returned a reference to no argument");
-    return const_cast<at::Tensor&>(*argument->sim);  // the caller's `Tensor&`
+    for (const Aliased& a : aliased_) {
+      if (a.written && a.cpu.unsafeGetTensorImpl() == result.unsafeGetTensorImpl()) {
+        return const_cast<at::Tensor&>(*a.sim);  // the caller's `Tensor&`
+      }
+    }
+    TORCH_INTERNAL_ASSERT(false, "an op returned a reference to none of its written arguments");
   }
 
   c10::Device device() const { return *device_; }
