@@ -124,8 +124,51 @@ at::Tensor to_device(const at::Tensor& host_result, c10::Device device) {
                         keys_of(device.type()), host_result);
 }
 
+namespace {
+
+// A CPU alias's TensorImpl: a CPU tensor that takes a sim tensor's dtype and geometry as that
+// tensor has them -- sizes, strides, offset, element count, and the contiguity flags TensorImpl
+// computed for them -- without computing them again, as set_sizes_and_strides would (every op
+// aliases its sim arguments, and a step's new tensors are aliased afresh).
+class CpuAliasImpl final : public c10::TensorImpl {
+ public:
+  CpuAliasImpl(c10::Storage&& storage, const c10::TensorImpl& sim)
+      : c10::TensorImpl(std::move(storage), kCpuKeys, sim.dtype()) {
+    take_layout_of(sim);
+  }
+
+  // Becomes the alias of `sim` (its storage already over sim's bytes).
+  void take_layout_of(const c10::TensorImpl& sim) {
+    TORCH_INTERNAL_ASSERT_DEBUG_ONLY(!sim.has_symbolic_sizes_strides());
+    data_type_ = sim.dtype();
+    if (!same_geometry(*this, sim)) {
+      sizes_and_strides_.set_sizes(sim.sizes());
+      sizes_and_strides_.set_strides(sim.strides());
+      numel_ = sim.numel();
+      is_contiguous_ = sim.is_contiguous_default(at::MemoryFormat::Contiguous);
+      is_channels_last_contiguous_ = sim.is_contiguous_default(at::MemoryFormat::ChannelsLast);
+      is_channels_last_3d_contiguous_ =
+          sim.is_contiguous_default(at::MemoryFormat::ChannelsLast3d);
+      is_channels_last_ = sim.is_strides_like_default(at::MemoryFormat::ChannelsLast);
+      is_channels_last_3d_ = sim.is_strides_like_default(at::MemoryFormat::ChannelsLast3d);
+      is_non_overlapping_and_dense_ = sim.is_non_overlapping_and_dense_default();
+    }
+    storage_offset_ = sim.storage_offset();
+    // A conjugate or negative view stays one (an fft's output can be a conjugate view).
+    if (C10_UNLIKELY(is_conj() != sim.is_conj())) _set_conj(sim.is_conj());
+    if (C10_UNLIKELY(is_neg() != sim.is_neg())) _set_neg(sim.is_neg());
+  }
+};
+
+at::Tensor make_cpu_alias(c10::Storage storage, const at::Tensor& sim_tensor) {
+  return at::Tensor(
+      c10::make_intrusive<CpuAliasImpl>(std::move(storage), *sim_tensor.unsafeGetTensorImpl()));
+}
+
+}  // namespace
+
 at::Tensor cpu_alias(const at::Tensor& sim_tensor) {
-  return make_tensor_on(cpu_view_of_storage(sim_tensor.storage()), kCpuKeys, sim_tensor);
+  return make_cpu_alias(cpu_view_of_storage(sim_tensor.storage()), sim_tensor);
 }
 
 namespace {
@@ -138,7 +181,7 @@ namespace {
 // address, over the same bytes with the same geometry, gets an alias that is right for it too.
 class AliasCache {
  public:
-  static constexpr size_t kEntries = 256;
+  static constexpr size_t kEntries = 1024;
 
   at::Tensor alias_of(const at::Tensor& sim_tensor, bool inference) {
     c10::TensorImpl* sim = sim_tensor.unsafeGetTensorImpl();
@@ -149,7 +192,7 @@ class AliasCache {
       rebind(entry.cpu, sim_tensor);  // the slot's alias, no longer of use, for this tensor
     } else {
       c10::Storage view = cpu_storage_over(storage, unowned_cpu_bytes(storage));
-      entry.cpu = make_tensor_on(std::move(view), kCpuKeys, sim_tensor);
+      entry.cpu = make_cpu_alias(std::move(view), sim_tensor);
     }
     entry.sim = sim;
     entry.storage = storage.unsafeGetStorageImpl();
@@ -170,7 +213,7 @@ class AliasCache {
   };
 
   static size_t slot_of(const c10::TensorImpl* sim) {
-    return (reinterpret_cast<uintptr_t>(sim) >> 4) * 0x9E3779B97F4A7C15ull >> 56;  // 8 bits
+    return (reinterpret_cast<uintptr_t>(sim) >> 4) * 0x9E3779B97F4A7C15ull >> 54;  // 10 bits
   }
 
   // The bytes of a sim storage, as a CPU DataPtr that does not own them.
@@ -193,24 +236,12 @@ class AliasCache {
   // without allocating a TensorImpl and a StorageImpl (most misses are a step's new tensors, at
   // the addresses of the last step's).
   static void rebind(at::Tensor& cpu, const at::Tensor& sim_tensor) {
-    c10::TensorImpl* impl = cpu.unsafeGetTensorImpl();
+    auto* impl = static_cast<CpuAliasImpl*>(cpu.unsafeGetTensorImpl());
     const c10::Storage& storage = sim_tensor.storage();
-    c10::StorageImpl* view = impl->storage().unsafeGetStorageImpl();
+    c10::StorageImpl* view = impl->unsafe_storage().unsafeGetStorageImpl();
     view->set_data_ptr_noswap(unowned_cpu_bytes(storage));
     view->set_nbytes(storage.nbytes());
-    if (impl->dtype() != sim_tensor.dtype()) {
-      impl->set_storage_and_dtype(impl->storage(), sim_tensor.dtype());
-    }
-    // Most often the geometry of the tensor the slot served (the same step's tensor at the same
-    // address): then only the storage changed.
-    const c10::TensorImpl& sim = *sim_tensor.unsafeGetTensorImpl();
-    if (!same_geometry(*impl, sim)) {
-      impl->set_sizes_and_strides(sim.sizes(), sim.strides(), sim.storage_offset());
-    } else if (impl->storage_offset() != sim.storage_offset()) {
-      impl->set_storage_offset(sim.storage_offset());
-    }
-    impl->_set_conj(sim_tensor.is_conj());
-    impl->_set_neg(sim_tensor.is_neg());
+    impl->take_layout_of(*sim_tensor.unsafeGetTensorImpl());
   }
 
   // Read on every op for every sim argument: inline reads of the fields, no call (storage()
@@ -237,7 +268,7 @@ class AliasCache {
 
   Entry entries_[kEntries];
 };
-static_assert(AliasCache::kEntries == 256, "slot_of takes the hash's top 8 bits");
+static_assert(AliasCache::kEntries == 1024, "slot_of takes the hash's top 10 bits");
 
 thread_local AliasCache t_aliases;
 
