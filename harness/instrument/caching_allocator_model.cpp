@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <set>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 namespace harness::memory {
@@ -26,6 +27,9 @@ struct CachingAllocatorModel::Block {
   bool allocated = false;
   Block* prev = nullptr;  // neighbours in its segment
   Block* next = nullptr;
+  // A free block of the small pool: its neighbours in its size class's list, by address.
+  Block* free_prev = nullptr;
+  Block* free_next = nullptr;
 };
 
 struct CachingAllocatorModel::Pools {
@@ -38,11 +42,11 @@ struct CachingAllocatorModel::Pools {
   std::set<Block*, BySize> large;
 
   // The small pool's, in the same order, kept by size class (a block's size / 512: at most a
-  // whole 2 MiB segment), each class by address, with a bit per non-empty class: best fit is the
-  // first set bit at or above the request's class. (What a request costs here is paid on every
-  // sim allocation: no tree nodes to allocate.)
+  // whole 2 MiB segment), each class a list by address (few blocks each), with a bit per
+  // non-empty class: best fit is the first set bit at or above the request's class. (What a
+  // request costs here is paid on every sim allocation: no nodes or arrays to allocate or move.)
   static constexpr int64_t kClasses = kSmallBuffer / kMinBlockSize + 1;
-  std::vector<std::vector<Block*>> small = std::vector<std::vector<Block*>>(kClasses);
+  std::vector<Block*> small = std::vector<Block*>(kClasses, nullptr);  // each class's first
   static constexpr int64_t kWords = (kClasses + 63) / 64;
   std::array<uint64_t, kWords> small_nonempty{};
   std::array<uint64_t, (kWords + 63) / 64> small_words{};  // a bit per non-zero word above
@@ -73,18 +77,22 @@ struct CachingAllocatorModel::Pools {
 
   std::vector<Block*> spare;  // Block objects to reuse
 
-  static std::vector<Block*>::iterator at_address(std::vector<Block*>& bucket, int64_t address) {
-    return std::lower_bound(bucket.begin(), bucket.end(), address,
-                            [](const Block* b, int64_t a) { return b->address < a; });
-  }
   void insert(Block* b) {
     if (!b->small) {
       large.insert(b);
       return;
     }
     const int64_t k = b->size / kMinBlockSize;
-    std::vector<Block*>& bucket = small[k];
-    bucket.insert(at_address(bucket, b->address), b);
+    Block* before = nullptr;
+    Block* after = small[k];
+    while (after != nullptr && after->address < b->address) {
+      before = after;
+      after = after->free_next;
+    }
+    b->free_prev = before;
+    b->free_next = after;
+    (before != nullptr ? before->free_next : small[k]) = b;
+    if (after != nullptr) after->free_prev = b;
     mark(k);
   }
   void erase(Block* b) {
@@ -93,9 +101,10 @@ struct CachingAllocatorModel::Pools {
       return;
     }
     const int64_t k = b->size / kMinBlockSize;
-    std::vector<Block*>& bucket = small[k];
-    bucket.erase(at_address(bucket, b->address));
-    if (bucket.empty()) unmark(k);
+    (b->free_prev != nullptr ? b->free_prev->free_next : small[k]) = b->free_next;
+    if (b->free_next != nullptr) b->free_next->free_prev = b->free_prev;
+    b->free_prev = b->free_next = nullptr;
+    if (small[k] == nullptr) unmark(k);
   }
   // The smallest free block of at least `size` (lowest address among equals), out of its pool;
   // nullptr: none fits.
@@ -112,10 +121,8 @@ struct CachingAllocatorModel::Pools {
     }
     const int64_t k = first_class_from(size / kMinBlockSize);
     if (k >= kClasses) return nullptr;
-    std::vector<Block*>& bucket = small[k];
-    Block* b = bucket.front();
-    bucket.erase(bucket.begin());
-    if (bucket.empty()) unmark(k);
+    Block* b = small[k];
+    erase(b);
     return b;
   }
   Block* make() {
@@ -134,8 +141,8 @@ CachingAllocatorModel::~CachingAllocatorModel() {
   // Free blocks are in the pools; allocated ones belong to their holders (who free them first,
   // or the process ends): delete what the pools hold.
   for (Block* b : pools_->large) delete b;
-  for (const std::vector<Block*>& bucket : pools_->small) {
-    for (Block* b : bucket) delete b;
+  for (Block* first : pools_->small) {
+    for (Block* b = first; b != nullptr;) delete std::exchange(b, b->free_next);
   }
   for (Block* b : pools_->spare) delete b;
 }
@@ -207,8 +214,8 @@ void CachingAllocatorModel::release_cached() {
   for (Block* b : pools_->large) {
     if (b->prev == nullptr && b->next == nullptr) whole.push_back(b);
   }
-  for (const std::vector<Block*>& bucket : pools_->small) {
-    for (Block* b : bucket) {
+  for (Block* first : pools_->small) {
+    for (Block* b = first; b != nullptr; b = b->free_next) {
       if (b->prev == nullptr && b->next == nullptr) whole.push_back(b);
     }
   }
