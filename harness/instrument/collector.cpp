@@ -42,12 +42,15 @@ PhaseCounts& EventCollector::current_phase_counts(Phase::Current* current) {
 }
 
 int64_t& EventCollector::launch_slot(PhaseCounts& c, std::string_view op) {
-  // The hot path (an op in a loop) takes the last slot; else the slot found by the addresses of
-  // the phase's counts and the op's name; a new op, or an address reused for other text, takes
-  // the map.
-  if (&c == last_launch_counts_ && op.data() == last_launch_op_ &&
-      same_text(*last_launch_.name, op)) {
-    return *last_launch_.count;
+  // The hot path (a step's ops, again each step) finds the slot among the recent ones by the
+  // addresses of the phase's counts and the op's name; else the map has it; a new op, or an
+  // address reused for other text, takes a new node.
+  const auto op_address = reinterpret_cast<uintptr_t>(op.data());
+  const auto counts_address = reinterpret_cast<uintptr_t>(&c);
+  RecentLaunch& recent =
+      recent_launches_[((op_address >> 3) ^ (counts_address >> 4)) % kRecentLaunches];
+  if (recent.counts == &c && recent.op == op.data() && same_text(*recent.slot.name, op)) {
+    return *recent.slot.count;
   }
   const std::pair<const void*, const void*> key{&c, op.data()};
   auto it = op_slots_.find(key);
@@ -55,10 +58,8 @@ int64_t& EventCollector::launch_slot(PhaseCounts& c, std::string_view op) {
     auto node = c.launches_by_op.try_emplace(std::string(op)).first;
     it = op_slots_.insert_or_assign(key, OpSlot{&node->first, &node->second}).first;
   }
-  last_launch_counts_ = &c;
-  last_launch_op_ = op.data();
-  last_launch_ = it->second;
-  return *last_launch_.count;
+  recent = {&c, op.data(), it->second};
+  return *recent.slot.count;
 }
 
 void EventCollector::record_launch(std::string_view op, int64_t begin_ns) {
@@ -411,7 +412,7 @@ void EventCollector::clear() {
   sync_slots_.clear();
   last_phase_serial_ = kNoSerial;
   last_sync_serial_ = kNoSerial;
-  last_launch_counts_ = nullptr;
+  recent_launches_.fill({});
 }
 
 ScopedCollection::ScopedCollection(EventCollector& collector) {

@@ -6,6 +6,7 @@
 // is active they cost one relaxed atomic load and return. Events may arrive from any thread (the
 // autograd engine runs backward ops on a device thread), so recording takes a lock (a spin lock:
 // recording holds it for tens of nanoseconds, on every launch).
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -180,10 +181,15 @@ class EventCollector {
   const char* last_sync_reason_ = nullptr;
   SyncSlot last_sync_{};
   PhaseCounts* last_sync_counts_ = nullptr;  // the last sync's phase counts
-  // The last launch's counter: the phase's counts (nullptr: none) and the op name's address.
-  const PhaseCounts* last_launch_counts_ = nullptr;
-  const char* last_launch_op_ = nullptr;
-  OpSlot last_launch_{};
+  // The counters of recent launches, by the phase's counts and the op name's address: a step's
+  // ops come round again in every step, each in its phase (counts nullptr: an empty entry).
+  struct RecentLaunch {
+    const PhaseCounts* counts = nullptr;
+    const char* op = nullptr;
+    OpSlot slot{};
+  };
+  static constexpr size_t kRecentLaunches = 64;
+  std::array<RecentLaunch, kRecentLaunches> recent_launches_{};
   TraceRecorder* trace_ = nullptr;
 };
 
