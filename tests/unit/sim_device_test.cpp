@@ -288,6 +288,40 @@ TEST_F(SimDevice, SameDeviceContiguousCopyIsD2DAndStridedCopyIsALaunch) {
   EXPECT_EQ(strided.launches, 1);
 }
 
+// A copy of a tensor's bytes as they are (one dtype and shape, both contiguous) is a memcpy, as
+// cudaMemcpyAsync is; a conjugate view, a strided source or an overlap takes the CPU's copy, which
+// resolves the view or refuses the overlap as it does on the CPU.
+TEST_F(SimDevice, CopiesOfBytesAsTheyAreAndOtherwiseAsTheCpu) {
+  const at::Tensor host = at::arange(12.0).reshape({3, 4});
+  at::Tensor on_device;
+  const PhaseCounts h2d = count([&] { on_device = host.to(dev0); });
+  EXPECT_EQ(h2d.h2d.count, 1);
+  EXPECT_EQ(h2d.h2d.bytes, 48);
+  EXPECT_TRUE(at::equal(on_device.cpu(), host));
+  EXPECT_TRUE(at::equal(host.t().to(dev0).cpu(), host.t()));  // strided: the CPU's copy
+  EXPECT_TRUE(at::equal(on_device.t().contiguous().cpu(), host.t().contiguous()));
+
+  const at::Tensor complex_host = at::randn({5}, at::kComplexFloat);
+  const at::Tensor conjugate = complex_host.to(dev0).conj();
+  EXPECT_TRUE(conjugate.is_conj());
+  EXPECT_TRUE(at::equal(conjugate.cpu().resolve_conj(), complex_host.conj().resolve_conj()));
+
+  at::Tensor cpu_line = at::arange(8.0);
+  at::Tensor sim_line = cpu_line.to(dev0);
+  auto overlapping_copy = [](at::Tensor& line) {
+    try {
+      line.narrow(0, 0, 6).copy_(line.narrow(0, 2, 6));
+      return std::string();
+    } catch (const c10::Error& e) {
+      return std::string(e.what_without_backtrace());
+    }
+  };
+  const std::string on_cpu = overlapping_copy(cpu_line);
+  const std::string on_sim = overlapping_copy(sim_line);
+  EXPECT_EQ(on_sim.empty(), on_cpu.empty()) << on_sim << " / " << on_cpu;
+  EXPECT_TRUE(at::equal(sim_line.cpu(), cpu_line));
+}
+
 TEST_F(SimDevice, ExplicitSynchronizeIsASync) {
   const PhaseCounts c = count([&] { sim::synchronize(0); });
   EXPECT_EQ(c.syncs, 1);

@@ -16,6 +16,7 @@
 //      counted allocator made them. They are discharged when the last storage holding them dies.
 // Zero-copy CPU aliases (cpu_view_of_storage) allocate nothing and are not counted.
 #include <ATen/EmptyTensor.h>
+#include <ATen/MemoryOverlap.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/stack.h>
@@ -35,6 +36,7 @@
 #include <c10/util/SmallVector.h>
 #include <torch/library.h>
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -139,7 +141,27 @@ bool memcpy_eligible(const at::Tensor& dst, const at::Tensor& src) {
          src.is_contiguous();
 }
 
+// Whether a copy is its bytes as they are (a batch's H2D copy, a D2H copy of a result): one
+// dtype, one shape, both contiguous, no conjugate or negative bit to resolve, and the two byte
+// ranges apart. Then it is a memcpy, as cudaMemcpyAsync does it -- not a CPU copy kernel on
+// aliases. (A partial overlap is left to copy_, which refuses it.)
+bool copies_bytes_as_they_are(const at::Tensor& dst, const at::Tensor& src) {
+  if (!memcpy_eligible(dst, src) || dst.is_conj() || src.is_conj() || dst.is_neg() ||
+      src.is_neg() || dst.numel() == 0) {
+    return false;
+  }
+  const auto* d = static_cast<const char*>(dst.const_data_ptr());
+  const auto* s = static_cast<const char*>(src.const_data_ptr());
+  const auto bytes = static_cast<size_t>(dst.numel()) * dst.element_size();
+  return d + bytes <= s || s + bytes <= d;
+}
+
 at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_blocking) {
+  // What copy_'s TensorIterator refuses on the CPU and on CUDA, before anything moves: torch
+  // hands a PrivateUse1 copy to _copy_from before it builds one (Copy.cpp, copy_impl), and the
+  // CPU aliases below would not show the overlap (each has a storage of its own).
+  at::assert_no_internal_overlap(dst);
+  at::assert_no_partial_overlap(dst, src);
   const bool src_sim = is_sim(src);
   const bool dst_sim = is_sim(dst);
   const int64_t bytes = dst.numel() * static_cast<int64_t>(dst.element_size());
@@ -157,6 +179,8 @@ at::Tensor copy_from(const at::Tensor& src, const at::Tensor& dst, bool non_bloc
       dst.zero_();
       if (events::collecting()) events::record_event(kValueNotComputed, "copy D2H");
     }
+  } else if (copies_bytes_as_they_are(dst, src)) {
+    std::memcpy(dst.mutable_data_ptr(), src.const_data_ptr(), static_cast<size_t>(bytes));
   } else {
     at::Tensor cpu_dst = dst_sim ? cpu_alias(dst) : dst;
     const at::Tensor cpu_src = src_sim ? cpu_alias(src) : src;
