@@ -232,6 +232,10 @@ TEST_F(SimDevice, UnboxedOpsAreOneLaunchAndComputeAsTheCpu) {
       {"aten::relu", [](List& a, List&) { return List{at::relu(a[0] - 0.75)}; }},
       {"aten::sum", [](List& a, List&) { return List{a[0].sum({1}, true)}; }},
       {"aten::mse_loss", [](List& a, List& b) { return List{at::mse_loss(a[1], b[1] * 0)}; }},
+      {"aten::fill_", [](List& a, List&) { return List{a[0].fill_(2.5)}; }},
+      {"aten::zero_", [](List& a, List&) { return List{a[1].zero_()}; }},
+      {"aten::_foreach_addcmul_",  // one list twice: one alias each
+       [](List& a, List& b) { at::_foreach_addcmul_(a, b, b, 0.5); return a; }},
   };
   for (const Case& c : cases) {
     List cpu_self = on(host, at::kCPU), cpu_other = on(host, at::kCPU);

@@ -26,6 +26,7 @@
 #include <ATen/ops/addmm_ops.h>
 #include <ATen/ops/bmm_ops.h>
 #include <ATen/ops/div_ops.h>
+#include <ATen/ops/fill_ops.h>
 #include <ATen/ops/gelu_backward_ops.h>
 #include <ATen/ops/gelu_ops.h>
 #include <ATen/ops/mm_ops.h>
@@ -36,6 +37,7 @@
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
 #include <ATen/ops/threshold_backward_ops.h>
+#include <ATen/ops/zero_ops.h>
 #include <c10/core/DeviceGuard.h>
 #include <c10/core/InferenceMode.h>
 #include <c10/util/SmallVector.h>
@@ -56,17 +58,23 @@
 namespace harness::sim {
 namespace {
 
-using TensorAliases = c10::SmallVector<at::Tensor, 16>;
-
-// One call's sim tensors and their CPU aliases.
+// One call's sim tensors and their CPU aliases. Two passes over the arguments: accepts() checks
+// them (and counts the tensors), then to_cpu() aliases them into one array reserved for all of
+// them, so that a single tensor's alias is passed by reference and a list's as a view of the
+// array -- no copies of the aliases, whose reference counts are atomic.
 class UnboxedCall {
  public:
   // Whether every tensor argument is a defined sim tensor of one device (numbers, scalars and
   // absent optionals always are fine): what the fast path takes.
   bool accepts(const at::Tensor& t) {
-    if (!is_sim(t)) return false;
-    if (!device_) device_ = t.device();
-    return *device_ == t.device();
+    if (!t.defined()) return false;
+    ++tensors_;
+    const c10::Device device = t.device();
+    if (!device_) {
+      if (!is_sim_type(device.type())) return false;
+      device_ = device;
+    }
+    return *device_ == device;  // (so a sim device too)
   }
   bool accepts(at::TensorList list) {
     for (const at::Tensor& t : list) {
@@ -82,45 +90,47 @@ class UnboxedCall {
   // A call with no tensor argument (none here; the fallback knows a factory's device).
   bool found_a_device() const { return device_.has_value(); }
 
+  // After accepts(): room for every alias, so that none moves while the kernel's arguments refer
+  // to them.
+  void reserve() {
+    aliases_.reserve(tensors_);
+    aliased_.reserve(tensors_);
+  }
+
   // The CPU kernel's arguments: aliases for the tensors, the rest as they are. `written`: the
   // op may write it (a `Tensor&`, an in-place foreach op's `self` list).
-  TensorAliases to_cpu(at::TensorList list, bool written) {
-    TensorAliases aliases;
-    aliases.reserve(list.size());
-    for (const at::Tensor& t : list) aliases.push_back(alias(t, written));
-    return aliases;
+  at::TensorList to_cpu(at::TensorList list, bool written) {
+    for (const AliasedList& seen : lists_) {  // the same list again (addcmul_(v, g, g)): its aliases
+      if (same_tensors(seen.sim, list)) return seen.cpu;
+    }
+    const size_t begin = aliases_.size();
+    for (const at::Tensor& t : list) alias(t, written);
+    const at::TensorList cpu(aliases_.data() + begin, list.size());
+    lists_.push_back({list, cpu});
+    return cpu;
   }
-  at::Tensor to_cpu(const at::Tensor& t, bool written) { return alias(t, written); }
+  const at::Tensor& to_cpu(const at::Tensor& t, bool written) { return single(t, written); }
+  at::Tensor& to_cpu(at::Tensor& t, bool written) { return single(t, written); }
   std::optional<at::Tensor> to_cpu(const std::optional<at::Tensor>& t, bool) {
-    return t.has_value() ? std::optional<at::Tensor>(alias(*t, false)) : std::nullopt;
+    return t.has_value() ? std::optional<at::Tensor>(single(*t, false)) : std::nullopt;
   }
   template <class T>
   const T& to_cpu(const T& value, bool) {
     return value;
   }
 
-  // After the kernel: a written tensor takes what the kernel changed of its alias (an out=
-  // argument resized).
-  void adopt_changes() const {
-    for (const Aliased& a : aliased_) {
-      if (a.written) adopt_kernel_changes(*a.sim, a.cpu);
-    }
-  }
-
   // A result as a sim tensor: the argument it is (self, out=), else new device memory.
   at::Tensor to_sim(const at::Tensor& result) const {
-    const Aliased* argument = find(result);
+    const Aliased* argument = find(result, /*written_only=*/false);
     return argument != nullptr ? *argument->sim : to_device(result, *device_);
   }
   // A reference result (an in-place op's): the caller's argument it is, a written one (`self`;
   // in `x.add_(x)` both arguments have one alias).
   at::Tensor& to_sim_argument(const at::Tensor& result) const {
-    for (const Aliased& a : aliased_) {
-      if (a.written && a.cpu.unsafeGetTensorImpl() == result.unsafeGetTensorImpl()) {
-        return const_cast<at::Tensor&>(*a.sim);  // the caller's `Tensor&`
-      }
-    }
-    TORCH_INTERNAL_ASSERT(false, "an op returned a reference to none of its written arguments");
+    const Aliased* argument = find(result, /*written_only=*/true);
+    TORCH_INTERNAL_ASSERT(argument != nullptr,
+                          "an op returned a reference to none of its written arguments");
+    return const_cast<at::Tensor&>(*argument->sim);  // the caller's `Tensor&`
   }
 
   c10::Device device() const { return *device_; }
@@ -128,25 +138,56 @@ class UnboxedCall {
  private:
   struct Aliased {
     const at::Tensor* sim;  // an argument: the caller holds it for the call
-    at::Tensor cpu;
+    uint32_t index;         // its alias in aliases_
     bool written;
   };
+  struct AliasedList {
+    at::TensorList sim, cpu;
+  };
 
-  at::Tensor alias(const at::Tensor& t, bool written) {
-    aliased_.push_back({&t, cached_cpu_alias(t, inference_), written});
-    return aliased_.back().cpu;
+  // Whether two lists hold the same tensors (autograd hands each list argument over as a copy of
+  // its own, so the lists of `addcmul_(v, g, g)` are two vectors).
+  static bool same_tensors(at::TensorList a, at::TensorList b) {
+    if (a.size() != b.size()) return false;
+    for (size_t i = 0; i < a.size(); ++i) {
+      if (a[i].unsafeGetTensorImpl() != b[i].unsafeGetTensorImpl()) return false;
+    }
+    return true;
   }
 
-  const Aliased* find(const at::Tensor& cpu) const {
+  // A single tensor's alias: the one it has already in this call (`x.mul_(x)`: one alias, as the
+  // CPU kernel would get one tensor), else a new entry.
+  at::Tensor& single(const at::Tensor& t, bool written) {
+    for (Aliased& a : aliased_) {
+      if (a.sim->unsafeGetTensorImpl() == t.unsafeGetTensorImpl()) {
+        a.written = a.written || written;
+        return aliases_[a.index];
+      }
+    }
+    return alias(t, written);
+  }
+
+  at::Tensor& alias(const at::Tensor& t, bool written) {
+    aliased_.push_back({&t, static_cast<uint32_t>(aliases_.size()), written});
+    return aliases_.emplace_back(cached_cpu_alias(t, inference_));
+  }
+
+  const Aliased* find(const at::Tensor& cpu, bool written_only) const {
     for (const Aliased& a : aliased_) {
-      if (a.cpu.unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) return &a;
+      if ((a.written || !written_only) &&
+          aliases_[a.index].unsafeGetTensorImpl() == cpu.unsafeGetTensorImpl()) {
+        return &a;
+      }
     }
     return nullptr;
   }
 
   std::optional<c10::Device> device_;
   const bool inference_ = c10::InferenceMode::is_enabled();
-  c10::SmallVector<Aliased, 16> aliased_;
+  size_t tensors_ = 0;
+  c10::SmallVector<at::Tensor, 8> aliases_;   // reserved for all before the first is made
+  c10::SmallVector<Aliased, 8> aliased_;
+  c10::SmallVector<AliasedList, 4> lists_;
 };
 
 // Whether `Op` (an at::_ops struct) is a foreach op that writes its first tensor list (in place:
@@ -158,14 +199,14 @@ constexpr bool foreach_writes_self() {
 }
 
 // The boxed fallback, for a call the fast path does not take: boxed here as the dispatcher
-// boxes a call for a boxed kernel.
-template <class Op, class R, class... Args>
-R run_boxed(Args... args) {
+// boxes a call for a boxed kernel. Returns the stack with the op's results.
+template <class Op, class... Args>
+torch::jit::Stack run_boxed(Args... args) {
   static const c10::OperatorHandle op =
       c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
   torch::jit::Stack stack = c10::impl::boxArgs<Args...>(args...);
   run_boxed_fallback(op, &stack);
-  if constexpr (!std::is_void_v<R>) return c10::impl::PopResult<R>::call(stack);
+  return stack;
 }
 
 template <class Op, class Schema = typename Op::schema>
@@ -191,6 +232,7 @@ struct UnboxedOp<Op, R(Args...)> {
         return false;
       }
     };
+    call.reserve();
     std::tuple<decltype(call.to_cpu(std::declval<Args>(), false))...> cpu_args{
         call.to_cpu(args, written(args) || is_mutable_tensor<Args>())...};
     std::optional<c10::DeviceGuard> guard;  // only when the op's device is not the current one
@@ -199,11 +241,9 @@ struct UnboxedOp<Op, R(Args...)> {
     auto run = [](auto&... a) -> decltype(auto) { return Op::redispatch(kCpuKeys, a...); };
     if constexpr (std::is_void_v<R>) {
       std::apply(run, cpu_args);
-      call.adopt_changes();
       events::record_launch(Op::name, begin);
     } else {
       decltype(auto) results = std::apply(run, cpu_args);
-      call.adopt_changes();
       events::record_launch(Op::name, begin);
       return results_to_sim(call, std::forward<decltype(results)>(results));
     }
@@ -215,15 +255,12 @@ struct UnboxedOp<Op, R(Args...)> {
     return std::is_same_v<Arg, at::Tensor&>;
   }
 
-  // A `Tensor&` result is an argument itself: the fallback, which returns values, cannot give
-  // it. Such a call is boxed with its arguments and its result is the argument the schema
-  // says (self, or out=): the one the CPU kernel returned when it ran there.
+  // The call as the fallback runs it. A `Tensor&` result is an argument itself, which the
+  // fallback, returning values, cannot give: it is the argument the schema says (self), the one
+  // the CPU kernel returned when it ran there.
   static R boxed(Args... args) {
+    torch::jit::Stack stack = run_boxed<Op, Args...>(args...);
     if constexpr (std::is_same_v<R, at::Tensor&>) {
-      static const c10::OperatorHandle op =
-          c10::Dispatcher::singleton().findSchemaOrThrow(Op::name, Op::overload_name);
-      torch::jit::Stack stack = c10::impl::boxArgs<Args...>(args...);
-      run_boxed_fallback(op, &stack);
       const at::Tensor& result = stack.back().toTensor();
       at::Tensor* found = nullptr;
       (
@@ -237,8 +274,8 @@ struct UnboxedOp<Op, R(Args...)> {
           ...);
       TORCH_INTERNAL_ASSERT(found != nullptr, Op::name, " returned a reference to no argument");
       return *found;
-    } else {
-      return run_boxed<Op, R, Args...>(args...);
+    } else if constexpr (!std::is_void_v<R>) {
+      return c10::impl::PopResult<R>::call(stack);
     }
   }
 
@@ -275,6 +312,12 @@ void register_unboxed(torch::Library& impls, c10::DispatchKey backend, bool over
   }
   for (const c10::Argument& result : op->schema().returns()) {
     if (result.alias_info() != nullptr && !result.alias_info()->isWrite()) return;  // a view
+  }
+  // An out= argument may be resized by the CPU kernel (its storage grown): the fallback adopts
+  // that. An in-place op's `self` (the only other written argument) keeps its storage and
+  // geometry -- a CPU kernel refuses a result of another shape -- so nothing is adopted here.
+  for (const c10::Argument& argument : op->schema().arguments()) {
+    if (argument.is_out()) return;
   }
   std::string qualified = std::string(Op::name).substr(6);  // without "aten::"
   if (*Op::overload_name != '\0') qualified += std::string(".") + Op::overload_name;
@@ -334,6 +377,9 @@ void register_unboxed_kernels(torch::Library& impls, c10::DispatchKey backend, b
   register_unboxed<ops::sum_dim_IntList>(impls, backend, over_fallback);
   register_unboxed<ops::mse_loss>(impls, backend, over_fallback);
   register_unboxed<ops::mse_loss_backward>(impls, backend, over_fallback);
+  // Filling: zero_grad(set_to_none=False), backward's seed (ones_like).
+  register_unboxed<ops::fill__Scalar>(impls, backend, over_fallback);
+  register_unboxed<ops::zero_>(impls, backend, over_fallback);
 }
 
 }  // namespace harness::sim
