@@ -232,6 +232,7 @@ TEST_F(SimDevice, UnboxedOpsAreOneLaunchAndComputeAsTheCpu) {
       {"aten::relu", [](List& a, List&) { return List{at::relu(a[0] - 0.75)}; }},
       {"aten::sum", [](List& a, List&) { return List{a[0].sum({1}, true)}; }},
       {"aten::mse_loss", [](List& a, List& b) { return List{at::mse_loss(a[1], b[1] * 0)}; }},
+      {"aten::native_layer_norm", [](List& a, List&) { return List{at::layer_norm(a[0], {3})}; }},
       {"aten::fill_", [](List& a, List&) { return List{a[0].fill_(2.5)}; }},
       {"aten::zero_", [](List& a, List&) { return List{a[1].zero_()}; }},
       {"aten::_foreach_addcmul_",  // one list twice: one alias each
@@ -251,6 +252,15 @@ TEST_F(SimDevice, UnboxedOpsAreOneLaunchAndComputeAsTheCpu) {
       EXPECT_TRUE(at::allclose(got[i].cpu(), want[i])) << c.op << " tensor " << i;
     }
   }
+  // Layer norm's backward without an affine: autograd hands the absent weight over as an
+  // undefined tensor in an optional, which the fast path takes as absent.
+  const at::Tensor cpu_x = host[0].clone().requires_grad_();
+  const at::Tensor sim_x = host[0].to(dev0).requires_grad_();
+  at::layer_norm(cpu_x, {3}).pow(2).sum().backward();
+  const at::Tensor sim_y = at::layer_norm(sim_x, {3}).pow(2).sum();
+  const PhaseCounts backward = count([&] { sim_y.backward(); });
+  EXPECT_EQ(backward.launches_by_op.at("aten::native_layer_norm_backward"), 1);
+  EXPECT_TRUE(at::allclose(sim_x.grad().cpu(), cpu_x.grad(), 1e-5, 1e-6));
 }
 
 // What the unboxed fast path does not take goes to the boxed fallback, with its rules: a host

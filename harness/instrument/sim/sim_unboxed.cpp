@@ -1,5 +1,5 @@
-// The hottest ops on sim, unboxed (issue 50): a training step's matmuls, activations, losses and
-// the optimizers' foreach ops. Each is one launch, as the boxed fallback counts it
+// The hottest ops on sim, unboxed (issue 50): a training step's matmuls, activations, losses,
+// layer norm and the optimizers' foreach ops. Each is one launch, as the boxed fallback counts it
 // (sim_kernels.cpp), but its arguments are not boxed into IValues and unboxed again around the
 // CPU kernel -- in a foreach Adam step that boxing cost as much as the CPU aliases themselves.
 // The CPU kernel runs on the CPU aliases of the sim tensors, as in the fallback. What the fallback
@@ -33,6 +33,8 @@
 #include <ATen/ops/mse_loss_backward_ops.h>
 #include <ATen/ops/mse_loss_ops.h>
 #include <ATen/ops/mul_ops.h>
+#include <ATen/ops/native_layer_norm_backward_ops.h>
+#include <ATen/ops/native_layer_norm_ops.h>
 #include <ATen/ops/relu_ops.h>
 #include <ATen/ops/sub_ops.h>
 #include <ATen/ops/sum_ops.h>
@@ -65,7 +67,7 @@ namespace {
 class UnboxedCall {
  public:
   // Whether every tensor argument is a defined sim tensor of one device (numbers, scalars and
-  // absent optionals always are fine): what the fast path takes.
+  // absent optionals -- none, or an undefined tensor -- always are fine): what the fast path takes.
   bool accepts(const at::Tensor& t) {
     if (!t.defined()) return false;
     ++tensors_;
@@ -82,7 +84,11 @@ class UnboxedCall {
     }
     return true;
   }
-  bool accepts(const std::optional<at::Tensor>& t) { return !t.has_value() || accepts(*t); }
+  // An optional holding an undefined tensor is absent, as kernels read it (autograd hands an
+  // unsaved weight over so: native_layer_norm_backward without an affine).
+  bool accepts(const std::optional<at::Tensor>& t) {
+    return !t.has_value() || !t->defined() || accepts(*t);
+  }
   template <class T>
   bool accepts(const T&) {
     return true;
@@ -112,7 +118,7 @@ class UnboxedCall {
   const at::Tensor& to_cpu(const at::Tensor& t, bool written) { return single(t, written); }
   at::Tensor& to_cpu(at::Tensor& t, bool written) { return single(t, written); }
   std::optional<at::Tensor> to_cpu(const std::optional<at::Tensor>& t, bool) {
-    return t.has_value() ? std::optional<at::Tensor>(single(*t, false)) : std::nullopt;
+    return t.has_value() && t->defined() ? std::optional<at::Tensor>(single(*t, false)) : t;
   }
   template <class T>
   const T& to_cpu(const T& value, bool) {
@@ -291,6 +297,11 @@ struct UnboxedOp<Op, R(Args...)> {
     for (at::Tensor& t : results) t = call.to_sim(t);
     return std::move(results);
   }
+  template <class... Tensors>
+  static R results_to_sim(const UnboxedCall& call, std::tuple<Tensors...>&& results) {
+    std::apply([&call](auto&... t) { ((t = call.to_sim(t)), ...); }, results);
+    return std::move(results);
+  }
 };
 
 // Registers `Op`'s unboxed kernel at `backend` where its calls reach the fallback now: no kernel of
@@ -299,15 +310,19 @@ struct UnboxedOp<Op, R(Args...)> {
 // wrapper, which register_own_kernel_ops routes to the fallback as CUDA has kernels of its own.
 // `over_fallback`: the backend's kernels are take_over()'s fallback (CUDA under libtorch_cuda),
 // none of them sim's own for the ops below.
+// `cuda_kernel_op`: an op of cuda_kernel_ops.inc (CUDA has a kernel of its own where other
+// backends take a composite), which register_own_kernel_ops routes to the fallback likewise.
 template <class Op>
-void register_unboxed(torch::Library& impls, c10::DispatchKey backend, bool over_fallback) {
+void register_unboxed(torch::Library& impls, c10::DispatchKey backend, bool over_fallback,
+                      bool cuda_kernel_op = false) {
   const auto op = c10::Dispatcher::singleton().findOp({Op::name, Op::overload_name});
   if (!op || (!over_fallback && op->hasKernelForDispatchKey(backend)) ||
       op->hasKernelForDispatchKey(c10::DispatchKey::CompositeImplicitAutograd)) {
     return;
   }
   const bool foreach_op = std::string_view(Op::name).rfind("aten::_foreach_", 0) == 0;
-  if (!foreach_op && op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
+  if (!foreach_op && !cuda_kernel_op &&
+      op->hasKernelForDispatchKey(c10::DispatchKey::CompositeExplicitAutograd)) {
     return;
   }
   for (const c10::Argument& result : op->schema().returns()) {
@@ -377,6 +392,9 @@ void register_unboxed_kernels(torch::Library& impls, c10::DispatchKey backend, b
   register_unboxed<ops::sum_dim_IntList>(impls, backend, over_fallback);
   register_unboxed<ops::mse_loss>(impls, backend, over_fallback);
   register_unboxed<ops::mse_loss_backward>(impls, backend, over_fallback);
+  // Normalization, forward (a CUDA kernel of its own: cuda_kernel_ops.inc) and backward.
+  register_unboxed<ops::native_layer_norm>(impls, backend, over_fallback, /*cuda_kernel_op=*/true);
+  register_unboxed<ops::native_layer_norm_backward>(impls, backend, over_fallback);
   // Filling: zero_grad(set_to_none=False), backward's seed (ones_like).
   register_unboxed<ops::fill__Scalar>(impls, backend, over_fallback);
   register_unboxed<ops::zero_>(impls, backend, over_fallback);
