@@ -229,6 +229,9 @@ TEST_F(SimDevice, UnboxedOpsAreOneLaunchAndComputeAsTheCpu) {
       {"aten::mm", [](List& a, List& b) { return List{at::mm(a[0].t(), b[0])}; }},
       {"aten::add_", [](List& a, List& b) { return List{a[0].add_(b[0], 2)}; }},
       {"aten::mul", [](List& a, List& b) { return List{a[1] * b[1]}; }},
+      // A number of the program's: a wrapped number, which the kernel gets as it is.
+      {"aten::add_", [](List& a, List&) { return List{a[0].add_(1.5)}; }},
+      {"aten::mul", [](List& a, List&) { return List{a[1] * 0.5}; }},
       {"aten::relu", [](List& a, List&) { return List{at::relu(a[0] - 0.75)}; }},
       {"aten::sum", [](List& a, List&) { return List{a[0].sum({1}, true)}; }},
       {"aten::mse_loss", [](List& a, List& b) { return List{at::mse_loss(a[1], b[1] * 0)}; }},
@@ -252,6 +255,11 @@ TEST_F(SimDevice, UnboxedOpsAreOneLaunchAndComputeAsTheCpu) {
       EXPECT_TRUE(at::allclose(got[i].cpu(), want[i])) << c.op << " tensor " << i;
     }
   }
+  // A wrapped number promotes as on the CPU: an integer tensor times 0.5 is a float tensor.
+  const at::Tensor ints = at::arange(5, at::kLong);
+  const at::Tensor sim_half = ints.to(dev0) * 0.5;
+  EXPECT_EQ(sim_half.scalar_type(), at::kFloat);
+  EXPECT_TRUE(at::equal(sim_half.cpu(), ints * 0.5));
   // Layer norm's backward without an affine: autograd hands the absent weight over as an
   // undefined tensor in an optional, which the fast path takes as absent.
   const at::Tensor cpu_x = host[0].clone().requires_grad_();

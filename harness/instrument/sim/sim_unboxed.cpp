@@ -66,21 +66,18 @@ namespace {
 // array -- no copies of the aliases, whose reference counts are atomic.
 class UnboxedCall {
  public:
-  // Whether every tensor argument is a defined sim tensor of one device (numbers, scalars and
-  // absent optionals -- none, or an undefined tensor -- always are fine): what the fast path takes.
+  // Whether every tensor argument is a defined sim tensor of one device, or a number of the
+  // program's as torch wraps it (numbers, scalars and absent optionals -- none, or an undefined
+  // tensor -- always are fine): what the fast path takes. A written tensor or a list's is a sim one.
   bool accepts(const at::Tensor& t) {
     if (!t.defined()) return false;
-    ++tensors_;
-    const c10::Device device = t.device();
-    if (!device_) {
-      if (!is_sim_type(device.type())) return false;
-      device_ = device;
-    }
-    return *device_ == device;  // (so a sim device too)
+    if (is_wrapped_number(t)) return true;  // passed as it is: no alias, not a device
+    return accepts_sim(t);
   }
+  bool accepts(at::Tensor& t) { return t.defined() && accepts_sim(t); }  // written: a sim tensor
   bool accepts(at::TensorList list) {
     for (const at::Tensor& t : list) {
-      if (!accepts(t)) return false;
+      if (!t.defined() || !accepts_sim(t)) return false;
     }
     return true;
   }
@@ -115,10 +112,14 @@ class UnboxedCall {
     lists_.push_back({list, cpu});
     return cpu;
   }
-  const at::Tensor& to_cpu(const at::Tensor& t, bool written) { return single(t, written); }
+  const at::Tensor& to_cpu(const at::Tensor& t, bool written) {
+    return is_wrapped_number(t) ? t : single(t, written);
+  }
   at::Tensor& to_cpu(at::Tensor& t, bool written) { return single(t, written); }
   std::optional<at::Tensor> to_cpu(const std::optional<at::Tensor>& t, bool) {
-    return t.has_value() && t->defined() ? std::optional<at::Tensor>(single(*t, false)) : t;
+    return t.has_value() && t->defined() && !is_wrapped_number(*t)
+               ? std::optional<at::Tensor>(single(*t, false))
+               : t;
   }
   template <class T>
   const T& to_cpu(const T& value, bool) {
@@ -142,6 +143,21 @@ class UnboxedCall {
   c10::Device device() const { return *device_; }
 
  private:
+  // A tensor the kernel gets an alias of: a sim tensor, of the call's one device.
+  bool accepts_sim(const at::Tensor& t) {
+    ++tensors_;
+    const c10::Device device = t.device();
+    if (!device_) {
+      if (!is_sim_type(device.type())) return false;
+      device_ = device;
+    }
+    return *device_ == device;  // (so a sim device too)
+  }
+
+  static bool is_wrapped_number(const at::Tensor& t) {
+    return t.unsafeGetTensorImpl()->is_wrapped_number();
+  }
+
   struct Aliased {
     const at::Tensor* sim;  // an argument: the caller holds it for the call
     uint32_t index;         // its alias in aliases_
