@@ -141,22 +141,41 @@ class CpuAliasImpl final : public c10::TensorImpl {
   void take_layout_of(const c10::TensorImpl& sim) {
     TORCH_INTERNAL_ASSERT_DEBUG_ONLY(!sim.has_symbolic_sizes_strides());
     data_type_ = sim.dtype();
-    if (!same_geometry(*this, sim)) {
-      sizes_and_strides_.set_sizes(sim.sizes());
-      sizes_and_strides_.set_strides(sim.strides());
-      numel_ = sim.numel();
-      is_contiguous_ = sim.is_contiguous_default(at::MemoryFormat::Contiguous);
-      is_channels_last_contiguous_ = sim.is_contiguous_default(at::MemoryFormat::ChannelsLast);
-      is_channels_last_3d_contiguous_ =
-          sim.is_contiguous_default(at::MemoryFormat::ChannelsLast3d);
-      is_channels_last_ = sim.is_strides_like_default(at::MemoryFormat::ChannelsLast);
-      is_channels_last_3d_ = sim.is_strides_like_default(at::MemoryFormat::ChannelsLast3d);
-      is_non_overlapping_and_dense_ = sim.is_non_overlapping_and_dense_default();
-    }
+    sizes_and_strides_ = layout_of(sim);  // up to five dimensions: one fixed-size copy
+    numel_ = sim.numel();
+    is_contiguous_ = sim.is_contiguous_default(at::MemoryFormat::Contiguous);
+    is_channels_last_contiguous_ = sim.is_contiguous_default(at::MemoryFormat::ChannelsLast);
+    is_channels_last_3d_contiguous_ = sim.is_contiguous_default(at::MemoryFormat::ChannelsLast3d);
+    is_channels_last_ = sim.is_strides_like_default(at::MemoryFormat::ChannelsLast);
+    is_channels_last_3d_ = sim.is_strides_like_default(at::MemoryFormat::ChannelsLast3d);
+    is_non_overlapping_and_dense_ = sim.is_non_overlapping_and_dense_default();
     storage_offset_ = sim.storage_offset();
     // A conjugate or negative view stays one (an fft's output can be a conjugate view).
     if (C10_UNLIKELY(is_conj() != sim.is_conj())) _set_conj(sim.is_conj());
     if (C10_UNLIKELY(is_neg() != sim.is_neg())) _set_neg(sim.is_neg());
+  }
+
+  // Whether this alias has `sim`'s sizes and strides (read from the records, inline).
+  bool has_layout_of(const c10::TensorImpl& sim) const {
+    const c10::impl::SizesAndStrides& mine = sizes_and_strides_;
+    const c10::impl::SizesAndStrides& theirs = layout_of(sim);
+    const size_t dims = mine.size();
+    if (dims != theirs.size()) return false;
+    const int64_t* my_sizes = mine.sizes_data();
+    const int64_t* my_strides = mine.strides_data();
+    const int64_t* their_sizes = theirs.sizes_data();
+    const int64_t* their_strides = theirs.strides_data();
+    for (size_t i = 0; i < dims; ++i) {
+      if (my_sizes[i] != their_sizes[i] || my_strides[i] != their_strides[i]) return false;
+    }
+    return true;
+  }
+
+ private:
+  // Any TensorImpl's sizes and strides as the one record TensorImpl keeps them in (a protected
+  // member: a pointer to it, taken here in a subclass, reads it in any TensorImpl).
+  static const c10::impl::SizesAndStrides& layout_of(const c10::TensorImpl& impl) {
+    return impl.*(&CpuAliasImpl::sizes_and_strides_);
   }
 };
 
@@ -252,7 +271,8 @@ class AliasCache {
     const c10::StorageImpl* view = cpu.unsafe_storage().unsafeGetStorageImpl();
     return entry.storage == storage && view->data_ptr().get() == storage->data_ptr().get() &&
            view->nbytes() == storage->nbytes() && cpu.dtype() == sim.dtype() &&
-           cpu.storage_offset() == sim.storage_offset() && same_geometry(cpu, sim) &&
+           cpu.storage_offset() == sim.storage_offset() &&
+           static_cast<const CpuAliasImpl&>(cpu).has_layout_of(sim) &&
            cpu.is_conj() == sim.is_conj() && cpu.is_neg() == sim.is_neg() &&
            entry.cpu.use_count() == 1 &&  // no op holds it now (one may have kept it: a new one)
            made_in_this_mode(entry.cpu, inference);
