@@ -18,3 +18,14 @@ if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU" AND CMAKE_SYSTEM_PROCESSOR MATCHES "x86_
    NOT HARNESS_SANITIZERS)
   add_compile_options(-mtls-dialect=gnu2)
 endif()
+# -fno-semantic-interposition binds a call within one compiled file; a call to a function of
+# another file of the library still went through the PLT (an indirect jump through a stub in a
+# section of its own, cold between two kernels): the hot path crosses files on every op
+# (the unboxed ops -> the alias cache -> the memory ledger -> the collector). The linker binds
+# them directly with -Bsymbolic-functions. Functions only: data (a singleton, a static local of an
+# inline function) keeps one definition in the process.
+function(harness_bind_own_functions target)
+  if(CMAKE_SYSTEM_NAME STREQUAL "Linux")
+    target_link_options(${target} PRIVATE -Wl,-Bsymbolic-functions)
+  endif()
+endfunction()
