@@ -176,8 +176,8 @@ void EventCollector::record_copy_and_sync(CopyKind kind, int64_t bytes, bool hos
                                           std::string_view op, std::string_view reason,
                                           int64_t wait_ns, bool tensor_copy) {
   if (!tensor_copy && !trace_ && !site_may_be_known() &&
-      record_repeated_sync(kind, bytes, host_pinned, cross_device, op, reason, wait_ns,
-                           /*literal_names=*/false)) {
+      record_repeated_sync({kind, host_pinned, cross_device, /*literal_names=*/false, bytes,
+                            wait_ns, op, reason})) {
     return;
   }
   count_copy_and_sync(kind, bytes, host_pinned, begin_ns, cross_device, op, reason, wait_ns,
@@ -188,8 +188,8 @@ void EventCollector::record_value_read(CopyKind kind, int64_t bytes, bool host_p
                                        std::string_view op, std::string_view reason,
                                        int64_t wait_ns) {
   if (!trace_ && !site_may_be_known() &&
-      record_repeated_sync(kind, bytes, host_pinned, /*cross_device=*/false, op, reason, wait_ns,
-                           /*literal_names=*/true)) {
+      record_repeated_sync({kind, host_pinned, /*cross_device=*/false, /*literal_names=*/true,
+                            bytes, wait_ns, op, reason})) {
     return;
   }
   count_copy_and_sync(kind, bytes, host_pinned, /*begin_ns=*/0, /*cross_device=*/false, op,
@@ -222,28 +222,26 @@ void EventCollector::count_copy_and_sync(CopyKind kind, int64_t bytes, bool host
   add_sync(counts, phase, op, reason, wait_ns, /*collective=*/false, site);
 }
 
-bool EventCollector::record_repeated_sync(CopyKind kind, int64_t bytes, bool host_pinned,
-                                          bool cross_device, std::string_view op,
-                                          std::string_view reason, int64_t wait_ns,
-                                          bool literal_names) {
+bool EventCollector::record_repeated_sync(const SyncedCopy& copy) {
   const uint64_t serial = Phase::current().serial;
   std::lock_guard<SpinLock> lock(mu_);
-  if (serial != last_sync_serial_ || op.data() != last_sync_op_ ||
-      reason.data() != last_sync_reason_) {
+  if (serial != last_sync_serial_ || copy.op.data() != last_sync_op_ ||
+      copy.reason.data() != last_sync_reason_) {
     return false;
   }
   // A literal at the last sync's address is the last sync's text if it is as long; other names
   // may have been freed and their addresses reused.
   const bool same_names =
-      literal_names ? last_sync_.key->op.size() == op.size() &&
-                          last_sync_.key->reason.size() == reason.size()
-                    : same_text(last_sync_.key->op, op) && same_text(last_sync_.key->reason, reason);
+      copy.literal_names
+          ? last_sync_.key->op.size() == copy.op.size() &&
+                last_sync_.key->reason.size() == copy.reason.size()
+          : same_text(last_sync_.key->op, copy.op) && same_text(last_sync_.key->reason, copy.reason);
   if (!same_names) return false;
   PhaseCounts& counts = *last_sync_counts_;
-  add_copy(counts, kind, bytes, host_pinned, cross_device);
-  counts.add_sync(wait_ns);
+  add_copy(counts, copy.kind, copy.bytes, copy.host_pinned, copy.cross_device);
+  counts.add_sync(copy.wait_ns);
   counts.capture_blockers += 1;  // a graph cannot wait for the host
-  last_sync_.tally->add_sync(wait_ns);
+  last_sync_.tally->add_sync(copy.wait_ns);
   return true;
 }
 

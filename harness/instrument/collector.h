@@ -114,10 +114,19 @@ class EventCollector {
   // The hot path of record_copy_and_sync (`.item()` in a loop): counts the copy and the sync when
   // they repeat the last sync without a site, in the same phase scope; false (nothing counted)
   // otherwise. Takes mu_.
+  // One record, passed by address (nine arguments cost more to pass than to count).
   // `literal_names`: op and reason are string literals (compared by address and size).
-  bool record_repeated_sync(CopyKind kind, int64_t bytes, bool host_pinned, bool cross_device,
-                            std::string_view op, std::string_view reason, int64_t wait_ns,
-                            bool literal_names);
+  struct SyncedCopy {
+    CopyKind kind;
+    bool host_pinned;
+    bool cross_device;
+    bool literal_names;
+    int64_t bytes;
+    int64_t wait_ns;
+    std::string_view op;
+    std::string_view reason;
+  };
+  bool record_repeated_sync(const SyncedCopy& copy);
   // record_copy_and_sync past its hot path.
   void count_copy_and_sync(CopyKind kind, int64_t bytes, bool host_pinned, int64_t begin_ns,
                            bool cross_device, std::string_view op, std::string_view reason,

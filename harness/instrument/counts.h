@@ -7,6 +7,7 @@
 #include <tuple>
 #include <vector>
 
+#include "harness/instrument/phase.h"  // kNoPhase
 #include "harness/report/model/result.h"
 
 namespace harness {
@@ -207,8 +208,6 @@ struct Counts {
   }
 };
 
-// The phase name used for events that happen outside every phase.
-inline constexpr const char* kNoPhase = "(none)";
 // The phase of what the harness itself does inside a measured window (waiting for the device at
 // the end of a step, so that the step's time covers its device work): never counted.
 inline constexpr const char* kUncountedPhase = "harness.uncounted";

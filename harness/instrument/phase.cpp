@@ -11,20 +11,23 @@
 #endif
 
 namespace harness {
+namespace phase_stack {
+std::atomic<const Phase*> top{nullptr};  // one stack for the process (phase_scope.h)
+std::atomic<bool> per_thread{false};
+}  // namespace phase_stack
+
 namespace {
-std::atomic<const Phase*> g_top{nullptr};  // one stack for the process (phase_scope.h)
 thread_local const Phase* t_top = nullptr;  // or one per thread
-std::atomic<bool> g_per_thread{false};
 
 const Phase* top_phase() noexcept {
-  return g_per_thread.load(std::memory_order_relaxed) ? t_top : g_top.load();
+  return phase_stack::per_thread.load(std::memory_order_relaxed) ? t_top : phase_stack::top.load();
 }
 
 void set_top_phase(const Phase* phase) noexcept {
-  if (g_per_thread.load(std::memory_order_relaxed)) {
+  if (phase_stack::per_thread.load(std::memory_order_relaxed)) {
     t_top = phase;
   } else {
-    g_top.store(phase);
+    phase_stack::top.store(phase);
   }
 }
 std::atomic<uint64_t> g_next_serial{1};
@@ -82,7 +85,7 @@ Phase::~Phase() {
 }
 
 void set_phases_per_thread(bool per_thread) noexcept {
-  g_per_thread.store(per_thread, std::memory_order_relaxed);
+  phase_stack::per_thread.store(per_thread, std::memory_order_relaxed);
 }
 
 const char* Phase::current_name() noexcept {
@@ -90,10 +93,7 @@ const char* Phase::current_name() noexcept {
   return top ? top->name_ : kNoPhase;
 }
 
-Phase::Current Phase::current() noexcept {
-  const Phase* top = top_phase();
-  return top ? Current{top->name_, top->serial_} : Current{kNoPhase, 0};
-}
+const Phase* phase_stack::this_threads_top() noexcept { return t_top; }
 
 void add_phase_listener(PhaseListener* listener) {
   for (auto& slot : g_listeners) {

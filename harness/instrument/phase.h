@@ -8,11 +8,15 @@
 // on a device thread while the main thread waits inside "train.backward", and those ops belong to
 // that phase. Phases are opened and closed by the thread that drives the run, never concurrently.
 // Names must be string literals (or otherwise outlive the scope): nothing is copied on this path.
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace harness {
+
+// The phase name used for events that happen outside every phase.
+inline constexpr const char* kNoPhase = "(none)";
 
 class Phase {
  public:
@@ -33,13 +37,29 @@ class Phase {
     const char* name;
     uint64_t serial;
   };
-  static Current current() noexcept;
+  static Current current() noexcept;  // inline below: read on every counted event
 
  private:
   const char* name_;
   const Phase* parent_;
   uint64_t serial_;
 };
+
+namespace phase_stack {
+// The innermost open phase: one stack for the process (`top`), or one per thread
+// (set_phases_per_thread; phase_scope.h), whose top this thread reads out of line (a thread_local
+// of phase.cpp).
+extern std::atomic<const Phase*> top;
+extern std::atomic<bool> per_thread;
+const Phase* this_threads_top() noexcept;
+}  // namespace phase_stack
+
+inline Phase::Current Phase::current() noexcept {
+  const Phase* top = phase_stack::per_thread.load(std::memory_order_relaxed)
+                         ? phase_stack::this_threads_top()
+                         : phase_stack::top.load();
+  return top ? Current{top->name_, top->serial_} : Current{kNoPhase, 0};
+}
 
 // Whether this build emits phases as NVTX ranges (built with NVTX's headers).
 bool phases_are_nvtx_ranges() noexcept;

@@ -10,16 +10,23 @@ namespace harness {
 
 class SpinLock {
  public:
+  // Inline where it is free (the compiler would not always inline the loop into its callers);
+  // the wait, out of line.
   void lock() noexcept {
-    while (taken_.exchange(true, std::memory_order_acquire)) {
-      for (int spins = 0; taken_.load(std::memory_order_relaxed); ++spins) {
-        if (spins >= kSpinsBeforeYield) std::this_thread::yield();
-      }
-    }
+    if (__builtin_expect(!taken_.exchange(true, std::memory_order_acquire), 1)) return;
+    wait_and_lock();
   }
   void unlock() noexcept { taken_.store(false, std::memory_order_release); }
 
  private:
+  __attribute__((noinline)) void wait_and_lock() noexcept {
+    do {
+      for (int spins = 0; taken_.load(std::memory_order_relaxed); ++spins) {
+        if (spins >= kSpinsBeforeYield) std::this_thread::yield();
+      }
+    } while (taken_.exchange(true, std::memory_order_acquire));
+  }
+
   static constexpr int kSpinsBeforeYield = 64;
   std::atomic<bool> taken_{false};
 };

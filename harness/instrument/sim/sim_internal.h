@@ -9,6 +9,7 @@
 #include <c10/core/TensorImpl.h>
 #include <c10/macros/Macros.h>
 
+#include <atomic>
 #include <vector>
 
 namespace at {
@@ -118,7 +119,12 @@ void set_placeholder(const at::Tensor& t, double value);
 bool run_shape_function(const c10::OperatorHandle& op, std::vector<c10::IValue>* stack);
 
 // Called where an op is about to make the host wait (sync_debug_mode(), sim_device.h): warns,
-// or throws CUDA's error, as the mode says.
-void check_sync_debug_mode();
+// or throws CUDA's error, as the mode says. Inline: one load when the mode is off (every .item()).
+extern std::atomic<int> g_sync_debug_mode;
+void report_sync_in_debug_mode(int mode);
+inline void check_sync_debug_mode() {
+  const int mode = g_sync_debug_mode.load(std::memory_order_relaxed);
+  if (C10_UNLIKELY(mode != 0)) report_sync_in_debug_mode(mode);  // 0: kSyncDebugOff
+}
 
 }  // namespace harness::sim

@@ -526,9 +526,7 @@ void synchronize(int index) {
       .synchronizeDevice(static_cast<c10::DeviceIndex>(index));
 }
 
-namespace {
 std::atomic<int> g_sync_debug_mode{kSyncDebugOff};
-}  // namespace
 
 void set_sync_debug_mode(int mode) {
   TORCH_CHECK(mode >= kSyncDebugOff && mode <= kSyncDebugError,
@@ -538,8 +536,7 @@ void set_sync_debug_mode(int mode) {
 
 int sync_debug_mode() noexcept { return g_sync_debug_mode.load(std::memory_order_relaxed); }
 
-void check_sync_debug_mode() {
-  const int mode = sync_debug_mode();
+void report_sync_in_debug_mode(int mode) {
   // CUDA's words (warn_or_error_on_sync), so that a program's handler of them works unchanged.
   TORCH_CHECK(mode != kSyncDebugError, "called a synchronizing CUDA operation");
   if (mode == kSyncDebugWarn) TORCH_WARN("called a synchronizing CUDA operation");
