@@ -252,6 +252,8 @@ TEST_F(SimDevice, UnboxedOpsAreOneLaunchAndComputeAsTheCpu) {
     ASSERT_EQ(got.size(), want.size()) << c.op;
     for (size_t i = 0; i < got.size(); ++i) {
       EXPECT_EQ(got[i].device(), dev0) << c.op;
+      // A new result is the CPU kernel's, made a sim tensor where it is: a sim tensor's keys.
+      EXPECT_EQ(got[i].key_set(), sim_self[0].key_set()) << c.op << " tensor " << i;
       EXPECT_TRUE(at::allclose(got[i].cpu(), want[i])) << c.op << " tensor " << i;
     }
   }

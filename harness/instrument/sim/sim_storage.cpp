@@ -6,6 +6,7 @@
 #include <c10/core/DeviceGuard.h>
 
 #include <cstdint>
+#include <optional>
 
 #include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/sim/sim_device.h"
@@ -84,6 +85,44 @@ c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::Device device
                       /*resizable=*/true);
 }
 
+namespace {
+
+// A TensorImpl's device and dispatch keys, which TensorImpl keeps protected (a pointer to each,
+// taken here in a subclass, reaches them in any TensorImpl).
+struct TensorImplFields : c10::TensorImpl {
+  static std::optional<c10::Device>& device_of(c10::TensorImpl& impl) {
+    return impl.*(&TensorImplFields::device_opt_);
+  }
+  static c10::DispatchKeySet& keys_of(c10::TensorImpl& impl) {
+    return impl.*(&TensorImplFields::key_set_);
+  }
+};
+
+// The keys _change_backend_component_keys gives a CPU tensor's for a device type -- a function of
+// the two alone -- kept for the last pair this thread saw: an op's results have the same keys
+// from op to op, so the change is computed once and then copied.
+struct BackendKeysChange {
+  c10::DispatchKeySet from;
+  c10::DeviceType type = c10::DeviceType::CPU;
+  c10::DispatchKeySet to;
+};
+thread_local BackendKeysChange t_last_keys_change;
+
+// Makes `impl`'s keys its backend's on `device`, as _change_backend_component_keys does.
+void change_backend_keys(c10::TensorImpl& impl, c10::Device device) {
+  c10::DispatchKeySet& keys = TensorImplFields::keys_of(impl);
+  BackendKeysChange& last = t_last_keys_change;
+  if (keys == last.from && device.type() == last.type) {
+    keys = last.to;
+    return;
+  }
+  const c10::DispatchKeySet from = keys;
+  impl._change_backend_component_keys(device);
+  last = {from, device.type(), keys};
+}
+
+}  // namespace
+
 bool adopt_in_place(const at::Tensor& output, c10::Device device) {
   const c10::DeviceIndex index = device.index();
   c10::TensorImpl* impl = output.unsafeGetTensorImpl();
@@ -91,17 +130,19 @@ bool adopt_in_place(const at::Tensor& output, c10::Device device) {
       !impl->key_set().has(c10::DispatchKey::CPU) || !impl->allow_tensor_metadata_change()) {
     return false;  // held elsewhere, or not a plain dense CPU tensor
   }
-  c10::Storage storage = impl->storage();
-  c10::StorageImpl* bytes = storage.unsafeGetStorageImpl();
-  // Held by this tensor and by `storage` just above; its bytes from the counting CPU allocator,
-  // which moves their charge to the device's account (counted once).
-  if (storage.use_count() != 2 || !memory::charge_to_device(bytes->data_ptr(), index)) {
+  c10::StorageImpl* bytes = impl->unsafe_storage().unsafeGetStorageImpl();
+  // Held by this tensor alone; its bytes from the counting CPU allocator, which moves their
+  // charge to the device's account (counted once).
+  if (impl->unsafe_storage().use_count() != 1 ||
+      !memory::charge_to_device(bytes->data_ptr(), index)) {
     return false;
   }
   bytes->mutable_data_ptr().unsafe_set_device(device);
   bytes->set_allocator(device_allocator(device.type()));
-  impl->set_storage_keep_dtype(std::move(storage));  // the tensor's device: the storage's
-  impl->_change_backend_component_keys(device);      // CPU and AutogradCPU -> the sim's keys
+  // The tensor's device is its storage's, as set_storage_keep_dtype would set it (the storage
+  // stays the same object), and CPU and AutogradCPU become the sim's keys.
+  TensorImplFields::device_of(*impl) = device;
+  change_backend_keys(*impl, device);
   return true;
 }
 
