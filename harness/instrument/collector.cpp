@@ -494,7 +494,8 @@ void record_event(std::string_view kind, std::string_view what, const Site& wher
 }
 #undef HARNESS_FORWARD_EVENT
 bool collecting() noexcept { return g_slots_in_use.load(std::memory_order_acquire) > 0; }
-bool tracing() noexcept {
+std::atomic<bool> g_a_trace_was_set{false};
+bool any_active_collector_traces() noexcept {
   const int slots = g_slots_in_use.load(std::memory_order_acquire);
   for (int i = 0; i < slots; ++i) {
     EventCollector* c = g_active[i].load(std::memory_order_acquire);

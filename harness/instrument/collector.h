@@ -47,6 +47,11 @@ struct CollectiveTrace {
 // A copy's device slice on the trace, named as CUPTI names it ("Memcpy HtoD (Pinned -> Device)").
 std::string trace_memcpy_name(CopyKind kind, bool host_pinned, bool cross_device);
 
+namespace events {
+// Set for good once any collector is given a trace (tracing() below reads it before every op).
+extern std::atomic<bool> g_a_trace_was_set;
+}  // namespace events
+
 class EventCollector {
  public:
   // `begin_ns` (trace_clock_ns()) is when the op or copy started, for the trace; 0: just now.
@@ -97,7 +102,10 @@ class EventCollector {
   SyncWait sync_wait() const;
   void clear();
   // Also put every event on this timeline (nullptr: counts only).
-  void set_trace(TraceRecorder* trace) { trace_ = trace; }
+  void set_trace(TraceRecorder* trace) {
+    if (trace != nullptr) events::g_a_trace_was_set.store(true, std::memory_order_relaxed);
+    trace_ = trace;
+  }
   bool tracing() const { return trace_ != nullptr; }
 
  private:
@@ -249,8 +257,12 @@ void record_collective_trace(const CollectiveTrace& collective) noexcept;
 void record_stream_wait() noexcept;
 void record_event(std::string_view kind, std::string_view what, const Site& where = {}) noexcept;
 bool collecting() noexcept;
-// Whether the active collector also puts events on a trace.
-bool tracing() noexcept;
+// Whether the active collector also puts events on a trace. Read before every op: one load until
+// a collector of this process has been given a trace.
+bool any_active_collector_traces() noexcept;
+inline bool tracing() noexcept {
+  return g_a_trace_was_set.load(std::memory_order_relaxed) && any_active_collector_traces();
+}
 // trace_clock_ns() while a collector is active, else 0 (so that timing costs nothing when off).
 int64_t begin_time() noexcept;
 // The time since `begin` (a begin_time()), for a sync's wait; kNotTimed when `begin` is 0 (no
