@@ -279,6 +279,11 @@ def test_exit_codes(tmp_path, capsys):
     assert "exited with status 4" in err and "ValueError: boom" in err and "Traceback" in err
     assert run([]) == 2
     assert run(["--", str(tmp_path / "missing.py")]) == 2
+    # The program without the `--` that ends run's options: said so, with the command to type.
+    capsys.readouterr()
+    assert run(["--out", str(out), "--as-cuda", prog, "0"]) == 2 and not out.exists()
+    assert f"the program goes after '--': python -m harness_sim run [options] -- {prog}" in (
+        capsys.readouterr().err)
     assert run(["--gate", str(tmp_path / "no.json"), "--bench", sys.executable, "--", prog, "0"]) == 2
     # The options of a rank run started for rank 0's run (internal, still checked).
     capsys.readouterr()

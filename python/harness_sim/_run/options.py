@@ -157,6 +157,11 @@ def parse_options(argv: list[str]) -> RunOptions | int:
     if "-h" in options or "--help" in options:
         parser.print_help()
         return EXIT_OK
+    if script is None and module is None:
+        program = _program_without_separator(parser, options)
+        if program is not None:
+            return _usage(parser, f"the program goes after '--': python -m harness_sim run "
+                                  f"[options] -- {program} [ARGS...] (or -m MODULE)")
     try:
         args = parser.parse_args(options)
     except SystemExit as e:  # argparse has printed why
@@ -165,6 +170,22 @@ def parse_options(argv: list[str]) -> RunOptions | int:
         return _checked(args, script, module, program_args)
     except _Usage as e:
         return _usage(parser, str(e))
+
+
+def _program_without_separator(parser: argparse.ArgumentParser, options: list[str]) -> str | None:
+    """The first word of `options` that is neither an option nor an option's value (`run
+    --as-cuda train.py`: the program, given without the ``--`` that ends run's options); None
+    when there is none."""
+    takes_value = {flag for action in parser._actions if action.nargs != 0
+                   for flag in action.option_strings}
+    words = iter(options)
+    for word in words:
+        if word.startswith("-"):
+            if word in takes_value:
+                next(words, None)
+            continue
+        return word
+    return None
 
 
 def _usage(parser: argparse.ArgumentParser, message: str) -> int:
