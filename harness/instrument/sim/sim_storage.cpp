@@ -182,7 +182,12 @@ class CpuAliasImpl final : public c10::TensorImpl {
   void take_layout_of(const c10::TensorImpl& sim) {
     TORCH_INTERNAL_ASSERT_DEBUG_ONLY(!sim.has_symbolic_sizes_strides());
     data_type_ = sim.dtype();
-    sizes_and_strides_ = layout_of(sim);  // up to five dimensions: one fixed-size copy
+    if (C10_LIKELY(has_default_layout(sim))) {
+      sizes_and_strides_ = layout_of(sim);  // up to five dimensions: one fixed-size copy
+    } else {  // sizes or strides a subclass computes (a nested tensor's refuse: it has none)
+      sizes_and_strides_.set_sizes(sim.sizes());
+      sizes_and_strides_.set_strides(sim.strides());
+    }
     numel_ = sim.numel();
     is_contiguous_ = sim.is_contiguous_default(at::MemoryFormat::Contiguous);
     is_channels_last_contiguous_ = sim.is_contiguous_default(at::MemoryFormat::ChannelsLast);
@@ -198,6 +203,7 @@ class CpuAliasImpl final : public c10::TensorImpl {
 
   // Whether this alias has `sim`'s sizes and strides (read from the records, inline).
   bool has_layout_of(const c10::TensorImpl& sim) const {
+    if (C10_UNLIKELY(!has_default_layout(sim))) return same_geometry(*this, sim);
     const c10::impl::SizesAndStrides& mine = sizes_and_strides_;
     const c10::impl::SizesAndStrides& theirs = layout_of(sim);
     const size_t dims = mine.size();
@@ -217,6 +223,11 @@ class CpuAliasImpl final : public c10::TensorImpl {
   // member: a pointer to it, taken here in a subclass, reads it in any TensorImpl).
   static const c10::impl::SizesAndStrides& layout_of(const c10::TensorImpl& impl) {
     return impl.*(&CpuAliasImpl::sizes_and_strides_);
+  }
+  // Whether `impl`'s sizes and strides are its record's (no subclass computes them), as for
+  // every tensor sim makes; matches_policy is protected as sizes_and_strides_ is.
+  static bool has_default_layout(const c10::TensorImpl& impl) {
+    return !(impl.*(&CpuAliasImpl::matches_policy))(SizesStridesPolicy::CustomStrides);
   }
 };
 
