@@ -19,10 +19,6 @@ std::atomic<bool> per_thread{false};
 namespace {
 thread_local const Phase* t_top = nullptr;  // or one per thread
 
-const Phase* top_phase() noexcept {
-  return phase_stack::per_thread.load(std::memory_order_relaxed) ? t_top : phase_stack::top.load();
-}
-
 void set_top_phase(const Phase* phase) noexcept {
   if (phase_stack::per_thread.load(std::memory_order_relaxed)) {
     t_top = phase;
@@ -67,7 +63,7 @@ NvtxRange::~NvtxRange() { pop_range(); }
 
 Phase::Phase(const char* name) noexcept
     : name_(name),
-      parent_(top_phase()),
+      parent_(phase_stack::innermost()),
       serial_(g_next_serial.fetch_add(1, std::memory_order_relaxed)) {
   set_top_phase(this);
   push_range(name);
@@ -89,7 +85,7 @@ void set_phases_per_thread(bool per_thread) noexcept {
 }
 
 const char* Phase::current_name() noexcept {
-  const Phase* top = top_phase();
+  const Phase* top = phase_stack::innermost();
   return top ? top->name_ : kNoPhase;
 }
 

@@ -52,12 +52,13 @@ namespace phase_stack {
 extern std::atomic<const Phase*> top;
 extern std::atomic<bool> per_thread;
 const Phase* this_threads_top() noexcept;
+inline const Phase* innermost() noexcept {
+  return per_thread.load(std::memory_order_relaxed) ? this_threads_top() : top.load();
+}
 }  // namespace phase_stack
 
 inline Phase::Current Phase::current() noexcept {
-  const Phase* top = phase_stack::per_thread.load(std::memory_order_relaxed)
-                         ? phase_stack::this_threads_top()
-                         : phase_stack::top.load();
+  const Phase* top = phase_stack::innermost();
   return top ? Current{top->name_, top->serial_} : Current{kNoPhase, 0};
 }
 

@@ -12,6 +12,8 @@
 #include <atomic>
 #include <vector>
 
+#include "harness/instrument/sim/sim_device.h"  // kSyncDebugOff
+
 namespace at {
 class Tensor;
 }
@@ -124,7 +126,7 @@ extern std::atomic<int> g_sync_debug_mode;
 void report_sync_in_debug_mode(int mode);
 inline void check_sync_debug_mode() {
   const int mode = g_sync_debug_mode.load(std::memory_order_relaxed);
-  if (C10_UNLIKELY(mode != 0)) report_sync_in_debug_mode(mode);  // 0: kSyncDebugOff
+  if (C10_UNLIKELY(mode != kSyncDebugOff)) report_sync_in_debug_mode(mode);
 }
 
 }  // namespace harness::sim

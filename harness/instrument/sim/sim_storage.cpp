@@ -87,14 +87,23 @@ c10::Storage sim_view_of_storage(const c10::Storage& storage, c10::Device device
 
 namespace {
 
-// A TensorImpl's device and dispatch keys, which TensorImpl keeps protected (a pointer to each,
-// taken here in a subclass, reaches them in any TensorImpl).
+// What TensorImpl keeps protected and sim reads or sets in any TensorImpl: its device, its
+// dispatch keys, its sizes and strides as the one record they are kept in, and whether a subclass
+// computes them instead (a pointer to each member, taken here in a subclass, reaches it in any
+// TensorImpl).
 struct TensorImplFields : c10::TensorImpl {
   static std::optional<c10::Device>& device_of(c10::TensorImpl& impl) {
     return impl.*(&TensorImplFields::device_opt_);
   }
   static c10::DispatchKeySet& keys_of(c10::TensorImpl& impl) {
     return impl.*(&TensorImplFields::key_set_);
+  }
+  static const c10::impl::SizesAndStrides& layout_of(const c10::TensorImpl& impl) {
+    return impl.*(&TensorImplFields::sizes_and_strides_);
+  }
+  // Whether `impl`'s sizes and strides are its record's, as for every tensor sim makes.
+  static bool has_default_layout(const c10::TensorImpl& impl) {
+    return !(impl.*(&TensorImplFields::matches_policy))(SizesStridesPolicy::CustomStrides);
   }
 };
 
@@ -182,8 +191,9 @@ class CpuAliasImpl final : public c10::TensorImpl {
   void take_layout_of(const c10::TensorImpl& sim) {
     TORCH_INTERNAL_ASSERT_DEBUG_ONLY(!sim.has_symbolic_sizes_strides());
     data_type_ = sim.dtype();
-    if (C10_LIKELY(has_default_layout(sim))) {
-      sizes_and_strides_ = layout_of(sim);  // up to five dimensions: one fixed-size copy
+    if (C10_LIKELY(TensorImplFields::has_default_layout(sim))) {
+      // Up to five dimensions: one fixed-size copy.
+      sizes_and_strides_ = TensorImplFields::layout_of(sim);
     } else {  // sizes or strides a subclass computes (a nested tensor's refuse: it has none)
       sizes_and_strides_.set_sizes(sim.sizes());
       sizes_and_strides_.set_strides(sim.strides());
@@ -203,9 +213,9 @@ class CpuAliasImpl final : public c10::TensorImpl {
 
   // Whether this alias has `sim`'s sizes and strides (read from the records, inline).
   bool has_layout_of(const c10::TensorImpl& sim) const {
-    if (C10_UNLIKELY(!has_default_layout(sim))) return same_geometry(*this, sim);
+    if (C10_UNLIKELY(!TensorImplFields::has_default_layout(sim))) return same_geometry(*this, sim);
     const c10::impl::SizesAndStrides& mine = sizes_and_strides_;
-    const c10::impl::SizesAndStrides& theirs = layout_of(sim);
+    const c10::impl::SizesAndStrides& theirs = TensorImplFields::layout_of(sim);
     const size_t dims = mine.size();
     if (dims != theirs.size()) return false;
     const int64_t* my_sizes = mine.sizes_data();
@@ -216,18 +226,6 @@ class CpuAliasImpl final : public c10::TensorImpl {
       if (my_sizes[i] != their_sizes[i] || my_strides[i] != their_strides[i]) return false;
     }
     return true;
-  }
-
- private:
-  // Any TensorImpl's sizes and strides as the one record TensorImpl keeps them in (a protected
-  // member: a pointer to it, taken here in a subclass, reads it in any TensorImpl).
-  static const c10::impl::SizesAndStrides& layout_of(const c10::TensorImpl& impl) {
-    return impl.*(&CpuAliasImpl::sizes_and_strides_);
-  }
-  // Whether `impl`'s sizes and strides are its record's (no subclass computes them), as for
-  // every tensor sim makes; matches_policy is protected as sizes_and_strides_ is.
-  static bool has_default_layout(const c10::TensorImpl& impl) {
-    return !(impl.*(&CpuAliasImpl::matches_policy))(SizesStridesPolicy::CustomStrides);
   }
 };
 
