@@ -3,6 +3,7 @@
 #include <c10/core/Allocator.h>
 #include <c10/core/CPUAllocator.h>
 #include <c10/core/alignment.h>
+#include <c10/core/impl/alloc_cpu.h>
 
 #include <algorithm>
 #include <atomic>
@@ -11,10 +12,80 @@
 #include <utility>
 
 #include "harness/instrument/caching_allocator_model.h"
+#include "harness/instrument/kept_device_bytes.h"
 #include "harness/instrument/spin_lock.h"
 
 namespace harness::memory {
 namespace {
+
+// The host bytes of a device's freed blocks, kept for its next request of the same size (see
+// memory_ledger.h: KeptDeviceBytes). Constant-initialised, as Account is: a block freed while the
+// process exits finds it still there.
+class KeptBytes {
+ public:
+  // Bytes of exactly `nbytes` that were kept (the most recently freed first: likely still in the
+  // CPU's caches); empty: none.
+  c10::DataPtr take(size_t nbytes) noexcept {
+    std::lock_guard<SpinLock> held(lock_);
+    for (size_t i = count_; i-- > 0;) {
+      if (kept_[i].nbytes != nbytes) continue;
+      const Kept found = kept_[i];
+      std::copy(kept_ + i + 1, kept_ + count_, kept_ + i);
+      --count_;
+      bytes_ -= nbytes;
+      return {found.data, found.context, found.deleter, c10::Device(c10::DeviceType::CPU)};
+    }
+    return {};
+  }
+
+  // Keeps `bytes` (`nbytes` long) for a later take(); false (and `bytes` untouched): full.
+  bool keep(c10::DataPtr& bytes, size_t nbytes) noexcept {
+#if defined(__SANITIZE_ADDRESS__)
+    // Under AddressSanitizer every freed block goes back, so that a use after free is caught.
+    (void)bytes, (void)nbytes;
+    return false;
+#else
+    std::lock_guard<SpinLock> held(lock_);
+    if (count_ == kKeptDeviceBlocks || bytes_ + nbytes > kKeptDeviceBytes) return false;
+    void* data = bytes.get();
+    const c10::DeleterFnPtr deleter = bytes.get_deleter();
+    void* context = bytes.release_context();
+    kept_[count_++] = {nbytes, data, context, deleter};
+    bytes_ += nbytes;
+    return true;
+#endif
+  }
+
+  // Gives every kept block back to its allocator.
+  void release() noexcept {
+    Kept out[kKeptDeviceBlocks];
+    size_t n = 0;
+    {
+      std::lock_guard<SpinLock> held(lock_);
+      n = std::exchange(count_, 0);
+      std::copy(kept_, kept_ + n, out);
+      bytes_ = 0;
+    }
+    for (size_t i = 0; i < n; ++i) out[i].deleter(out[i].context);
+  }
+
+  KeptStats stats() noexcept {
+    std::lock_guard<SpinLock> held(lock_);
+    return {static_cast<int64_t>(count_), static_cast<int64_t>(bytes_)};
+  }
+
+ private:
+  struct Kept {
+    size_t nbytes;
+    void* data;
+    void* context;
+    c10::DeleterFnPtr deleter;
+  };
+  SpinLock lock_;
+  size_t count_ = 0;
+  size_t bytes_ = 0;
+  Kept kept_[kKeptDeviceBlocks] = {};
+};
 
 struct alignas(64) Account {  // one cache line each: devices do not contend with the host
   std::atomic<int64_t> allocated{0};
@@ -27,6 +98,7 @@ struct alignas(64) Account {  // one cache line each: devices do not contend wit
   std::atomic<int64_t> reserved_program_peak{0};
   SpinLock lock;  // held for a model operation (tens of nanoseconds): cheaper than a mutex
   CachingAllocatorModel* model = nullptr;  // made at the device's first block, never freed
+  KeptBytes kept;  // a device's
 };
 Account g_accounts[kMaxDevices + 1];  // [0] is the host; constant-initialised, never destroyed
 
@@ -36,7 +108,7 @@ Account& account_of(int account) noexcept { return g_accounts[account + 1]; }
 struct BlockHeader {
   size_t nbytes;
   std::atomic<int> account;
-  c10::DataPtr base;  // what the counting CPU allocator wrapped (empty for sim device blocks)
+  c10::DataPtr base;  // the bytes, header included, as their allocator gave them
   void* model_block;  // a device's: its block in the caching allocator's model
 };
 static_assert(sizeof(BlockHeader) <= kBlockHeaderBytes, "the header must fit");
@@ -48,6 +120,24 @@ BlockHeader* header_of(void* data) noexcept {
 
 thread_local int t_account = kHost;
 
+c10::DataPtr take_kept(int device, size_t total) noexcept;
+
+// Frees a block that holds its bytes' DataPtr (`base`): discharged, and its bytes kept for the
+// device it was charged to, or given back to their allocator.
+void release_block(void* data) noexcept {
+  if (data == nullptr) return;
+  BlockHeader* header = header_of(data);
+  const int account = header->account.load(std::memory_order_relaxed);
+  const size_t total = header->nbytes + kBlockHeaderBytes;
+  c10::DataPtr base = std::move(header->base);  // freed when it goes out of scope, unless kept
+  close_block(data);
+  if (account != kHost) account_of(account).kept.keep(base, total);
+}
+
+c10::DataPtr take_kept(int device, size_t total) noexcept {
+  return account_of(device).kept.take(total);
+}
+
 // Wraps the CPU allocator c10 had: each block gets a header, and is charged to the host, or to
 // the account a ChargeTo names on this thread.
 class CountingCpuAllocator final : public c10::Allocator {
@@ -56,14 +146,15 @@ class CountingCpuAllocator final : public c10::Allocator {
 
   c10::DataPtr allocate(size_t nbytes) override {
     if (nbytes == 0) return base_->allocate(0);  // nothing to count (null where c10's is)
-    c10::DataPtr base = base_->allocate(nbytes + kBlockHeaderBytes);
-    const c10::Device device = base.device();
+    const size_t total = nbytes + kBlockHeaderBytes;
+    c10::DataPtr base = t_account == kHost ? c10::DataPtr() : take_kept(t_account, total);
+    if (!base) base = base_->allocate(total);
     // A CPU kernel's allocation charged to a device (ChargeTo) is modelled in the device's
     // caching allocator only once a sim tensor adopts it (charge_to_device): its temporaries,
     // which a CUDA kernel would not allocate, never are.
     void* data = open_block(base.get(), nbytes, t_account, /*modelled=*/false);
     header_of(data)->base = std::move(base);
-    return {data, data, &free_block, device};
+    return {data, data, &free_block, c10::Device(c10::DeviceType::CPU)};
   }
   // Also right for a zero-byte raw allocation: c10's allocators give null for it.
   c10::DeleterFnPtr raw_deleter() const override { return &free_block; }
@@ -71,12 +162,7 @@ class CountingCpuAllocator final : public c10::Allocator {
     default_copy_data(dest, src, count);
   }
 
-  static void free_block(void* data) {
-    if (data == nullptr) return;
-    BlockHeader* header = header_of(data);
-    c10::DataPtr base = std::move(header->base);  // frees the block when it goes out of scope
-    close_block(data);
-  }
+  static void free_block(void* data) { release_block(data); }
 
  private:
   c10::Allocator* base_;
@@ -209,11 +295,28 @@ void discharge(int account, int64_t nbytes, void* block) noexcept {
 
 void release_cached(int account) noexcept {
   Account& a = account_of(account);
+  a.kept.release();
   std::lock_guard<SpinLock> held(a.lock);
   if (a.model == nullptr) return;
   a.model->release_cached();
   a.reserved.store(a.model->reserved_bytes(), std::memory_order_relaxed);
 }
+
+KeptStats kept_stats(int device) noexcept { return account_of(device).kept.stats(); }
+
+void* open_device_block(size_t nbytes, int device) {
+  const size_t total = nbytes + kBlockHeaderBytes;
+  c10::DataPtr base = take_kept(device, total);
+  if (!base) {
+    void* raw = c10::alloc_cpu(total);
+    base = c10::DataPtr(raw, raw, &c10::free_cpu, c10::Device(c10::DeviceType::CPU));
+  }
+  void* data = open_block(base.get(), nbytes, device);
+  header_of(data)->base = std::move(base);
+  return data;
+}
+
+void free_device_block(void* data) noexcept { release_block(data); }
 
 void* open_block(void* raw, size_t nbytes, int account, bool modelled) noexcept {
   BlockHeader* header = new (raw) BlockHeader{nbytes, {account}, {}, nullptr};

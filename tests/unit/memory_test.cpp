@@ -5,10 +5,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "harness/instrument/instrument.h"
+#include "harness/instrument/kept_device_bytes.h"
 #include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/phase.h"
 #include "harness/instrument/sim/sim_device.h"
@@ -141,6 +143,84 @@ TEST_F(Memory, ChargeToDeviceMovesAHostBlockOnce) {
   cpu = at::Tensor();
   EXPECT_EQ(device_level(3), device);
   EXPECT_EQ(host_level(), host - 256);
+}
+
+// A device keeps the host bytes of a block it frees for its next request of the same size, as
+// CUDA's caching allocator keeps the block itself; the device's count drops as before. Device 2
+// is this group's alone.
+class KeptDeviceBytes : public Memory {
+ protected:
+  void SetUp() override {
+#if defined(__SANITIZE_ADDRESS__)
+    GTEST_SKIP() << "under AddressSanitizer a freed device block's bytes go back";
+#endif
+    sim::empty_cache(kDevice);
+  }
+  void TearDown() override { sim::empty_cache(kDevice); }
+  static int64_t kept_blocks() { return memory::kept_stats(kDevice).blocks; }
+  static constexpr int kDevice = 2;
+};
+
+TEST_F(KeptDeviceBytes, AFreedBlocksBytesServeTheNextRequestOfTheSameSize) {
+  const int64_t level = device_level(kDevice);
+  const void* bytes = nullptr;
+  {
+    at::Tensor t = sim_floats(3000, kDevice);
+    bytes = t.data_ptr();
+  }
+  EXPECT_EQ(kept_blocks(), 1);
+  EXPECT_EQ(memory::kept_stats(kDevice).bytes, 12000 + memory::kBlockHeaderBytes);
+  EXPECT_EQ(device_level(kDevice), level);  // freed, as far as the device's count goes
+  at::Tensor other_size = sim_floats(3001, kDevice);
+  EXPECT_NE(other_size.data_ptr(), bytes);
+  at::Tensor same_size = sim_floats(3000, kDevice);
+  EXPECT_EQ(same_size.data_ptr(), bytes);
+  EXPECT_EQ(kept_blocks(), 0);
+  EXPECT_EQ(device_level(kDevice), level + 12288 + 12288);
+}
+
+TEST_F(KeptDeviceBytes, ACpuKernelsOutputForTheDeviceTakesKeptBytesAndAHostTensorNever) {
+  const c10::DeviceGuard guard(sim::device(kDevice));
+  at::Tensor x = at::ones({777}).to(sim::device(kDevice));
+  const void* bytes = nullptr;
+  {
+    at::Tensor y = x * x;  // the CPU kernel allocates the output, charged to the device
+    bytes = y.data_ptr();
+  }
+  EXPECT_EQ(kept_blocks(), 1);
+  at::Tensor z = x + x;
+  EXPECT_EQ(z.data_ptr(), bytes);
+  EXPECT_EQ(kept_blocks(), 0);
+  { at::Tensor host = at::empty({777}); }
+  EXPECT_EQ(kept_blocks(), 0);
+  EXPECT_EQ(memory::kept_stats(memory::kHost).blocks, 0);
+}
+
+TEST_F(KeptDeviceBytes, ABlockFreedOnAnotherThreadIsKeptForItsDevice) {
+  at::Tensor t = sim_floats(5000, kDevice);
+  const void* bytes = t.data_ptr();
+  std::thread([dropped = std::move(t)]() mutable { dropped = at::Tensor(); }).join();
+  EXPECT_EQ(kept_blocks(), 1);
+  EXPECT_EQ(sim_floats(5000, kDevice).data_ptr(), bytes);
+}
+
+TEST_F(KeptDeviceBytes, EmptyCacheGivesThemBackAndTheyAreBounded) {
+  { at::Tensor t = sim_floats(100, kDevice); }
+  ASSERT_EQ(kept_blocks(), 1);
+  sim::empty_cache(kDevice);  // torch.cuda.empty_cache()
+  EXPECT_EQ(kept_blocks(), 0);
+  EXPECT_EQ(memory::kept_stats(kDevice).bytes, 0);
+
+  std::vector<at::Tensor> many;
+  for (size_t i = 0; i <= memory::kKeptDeviceBlocks; ++i) {
+    many.push_back(sim_floats(128 * static_cast<int64_t>(i + 1), kDevice));
+  }
+  many.clear();
+  EXPECT_EQ(static_cast<size_t>(kept_blocks()), memory::kKeptDeviceBlocks);  // one freed
+
+  sim::empty_cache(kDevice);
+  { at::Tensor big = sim_floats(static_cast<int64_t>(memory::kKeptDeviceBytes / 4), kDevice); }
+  EXPECT_EQ(kept_blocks(), 0);  // over the byte bound with its header: freed
 }
 
 TEST_F(Memory, APhasePeakIsAboveItsEndLevelWhenItFreesATemporary) {

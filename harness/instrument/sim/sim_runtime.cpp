@@ -26,6 +26,7 @@
 #include <unordered_set>
 
 #include "harness/instrument/collector.h"
+#include "harness/instrument/kept_device_bytes.h"
 #include "harness/instrument/memory_ledger.h"
 #include "harness/instrument/sim/cuda_generator.h"
 #include "harness/instrument/sim/sim_device.h"
@@ -44,9 +45,7 @@ void check_index(c10::DeviceIndex index) {
               g_device_count - 1, ")");
 }
 
-void free_device_memory(void* p) {
-  if (p) c10::free_cpu(memory::close_block(p));
-}
+void free_device_memory(void* p) { memory::free_device_block(p); }
 
 // ----- device memory under Compute::kShapes: addresses without bytes -------------------------
 std::atomic<Compute> g_compute{Compute::kValues};
@@ -107,7 +106,8 @@ void free_shapes_block(void* ctx) {
 }
 
 // Device memory: plain host memory, tagged with the sim device it belongs to and counted in that
-// device's account of the memory ledger (bytes held and peak; memory_stats()).
+// device's account of the memory ledger (bytes held and peak; memory_stats()); a freed block's
+// bytes are kept for the device's next request of the same size (kept_device_bytes.h).
 // One allocator per device type sim serves (PrivateUse1; CUDA under serve_cuda()): the same
 // memory, its DataPtr naming that type.
 class SimDeviceAllocator final : public c10::Allocator {
@@ -121,9 +121,7 @@ class SimDeviceAllocator final : public c10::Allocator {
       block->model_block = memory::charge(block->device, block->nbytes);
       return {AddressSpace::get().take(nbytes), block, &free_shapes_block, device};
     }
-    void* p = nbytes ? memory::open_block(c10::alloc_cpu(nbytes + memory::kBlockHeaderBytes),
-                                          nbytes, t_current_device)
-                     : nullptr;
+    void* p = nbytes ? memory::open_device_block(nbytes, t_current_device) : nullptr;
     return {p, p, &free_device_memory, device};
   }
   // Under kShapes a block's context is not its address: no raw allocations.
