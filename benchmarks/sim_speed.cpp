@@ -28,6 +28,7 @@
 // are noisy.
 #include <ATen/ATen.h>
 #include <c10/core/AutogradState.h>
+#include <malloc.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -184,6 +185,18 @@ int usage(const char* why) {
   return 2;
 }
 
+// Both sides share this process's heap. glibc serves a large request with a new mapping until a
+// mapped block of that size is freed, which raises its threshold (and the one at which it gives
+// the heap's top back) for the rest of the process: so which side freed a large block first
+// decided whether the other's buffers were mapped and faulted in afresh on every call. Measured
+// (2026-12-07): the CPU side's conv2d took 700 or 1,140 us (18,000 or 172,000 page faults) by
+// whether sim's device blocks went back to malloc. Fixed here, as a long-running program's heap
+// settles: large requests from the heap, its top kept.
+void settle_the_heap() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);  // glibc's largest dynamic threshold
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -218,6 +231,7 @@ int main(int argc, char** argv) {
   if (rounds < 2 || steps < 1) return usage("--rounds must be at least 2, --steps at least 1");
   if (only_side && json_path) return usage("--side times one device: there is no ratio for --json");
 
+  settle_the_heap();
   // As bench does: the counting allocator first, then the devices (sim: backward on this thread).
   harness::memory::install_host_counting();
   const harness::runtime::DeviceSelection cpu = harness::runtime::select_device("cpu");
