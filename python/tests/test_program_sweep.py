@@ -31,6 +31,9 @@ def test_timm_training_utilities_run_unchanged_on_cuda(outcomes):
     # NativeScaler (GradScaler.step): found_inf read back once a step, the one sync; the batch
     # and its labels copied non-blocking from pageable memory (copies, not syncs)
     assert timm.per_step["sync"] == 1 and timm.per_step["h2d"] == 2
+    # Seeded as train.py is (NumPy too: Mixup draws mixup or cutmix per batch), the same launches
+    # every run
+    assert timm.per_step["launch"] == 200
     assert [(op, frame) for _, op, _, frame in timm.sync_sites] == [
         ("aten::_local_scalar_dense", "timm/utils/cuda.py:71 in __call__")]
 
