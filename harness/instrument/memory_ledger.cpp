@@ -18,9 +18,9 @@
 namespace harness::memory {
 namespace {
 
-// The host bytes of a device's freed blocks, kept for its next request of the same size (see
-// memory_ledger.h: KeptDeviceBytes). Constant-initialised, as Account is: a block freed while the
-// process exits finds it still there.
+// The host bytes of a device's freed blocks, kept for its next request of the same size
+// (kept_device_bytes.h). Constant-initialised, as Account is: a block freed while the process
+// exits finds it still there.
 class KeptBytes {
  public:
   // Bytes of exactly `nbytes` that were kept (the most recently freed first: likely still in the
@@ -119,8 +119,6 @@ BlockHeader* header_of(void* data) noexcept {
 }
 
 thread_local int t_account = kHost;
-
-c10::DataPtr take_kept(int device, size_t total) noexcept;
 
 // Frees a block that holds its bytes' DataPtr (`base`): discharged, and its bytes kept for the
 // device it was charged to, or given back to their allocator.
