@@ -11,7 +11,9 @@
 // (open_device_block) and a CPU kernel's allocations charged to a device (ChargeTo, in the
 // counting CPU allocator), whichever thread frees them. A request takes kept bytes of exactly its
 // size, the most recently freed first. At most kKeptDeviceBlocks blocks and kKeptDeviceBytes bytes
-// a device (headers included); a block beyond them is freed. torch.cuda.empty_cache()
+// a device (headers included): a freed block that would not fit gives back the oldest kept ones
+// (sizes a program no longer asks for: a varying sequence length's), one larger than all the room
+// is freed. torch.cuda.empty_cache()
 // (memory::release_cached) gives them back. Under AddressSanitizer nothing is kept, so that a use
 // after free is caught. Implemented in memory_ledger.cpp, beside the accounts.
 #include <cstddef>

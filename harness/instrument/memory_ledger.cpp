@@ -38,20 +38,33 @@ class KeptBytes {
     return {};
   }
 
-  // Keeps `bytes` (`nbytes` long) for a later take(); false (and `bytes` untouched): full.
+  // Keeps `bytes` (`nbytes` long) for a later take(), giving back the oldest kept ones it would
+  // not fit beside; false (and `bytes` untouched): larger than all the room there is.
   bool keep(c10::DataPtr& bytes, size_t nbytes) noexcept {
 #if defined(__SANITIZE_ADDRESS__)
     // Under AddressSanitizer every freed block goes back, so that a use after free is caught.
     (void)bytes, (void)nbytes;
     return false;
 #else
-    std::lock_guard<SpinLock> held(lock_);
-    if (count_ == kKeptDeviceBlocks || bytes_ + nbytes > kKeptDeviceBytes) return false;
-    void* data = bytes.get();
-    const c10::DeleterFnPtr deleter = bytes.get_deleter();
-    void* context = bytes.release_context();
-    kept_[count_++] = {nbytes, data, context, deleter};
-    bytes_ += nbytes;
+    if (nbytes > kKeptDeviceBytes) return false;
+    Kept evicted[kKeptDeviceBlocks];
+    size_t n = 0;
+    {
+      std::lock_guard<SpinLock> held(lock_);
+      while (count_ == kKeptDeviceBlocks || bytes_ + nbytes > kKeptDeviceBytes) {
+        evicted[n] = kept_[n];  // the oldest first: sizes a program no longer asks for go
+        bytes_ -= evicted[n].nbytes;
+        --count_;
+        ++n;
+      }
+      std::copy(kept_ + n, kept_ + n + count_, kept_);
+      void* data = bytes.get();
+      const c10::DeleterFnPtr deleter = bytes.get_deleter();
+      void* context = bytes.release_context();
+      kept_[count_++] = {nbytes, data, context, deleter};
+      bytes_ += nbytes;
+    }
+    give_back(evicted, n);
     return true;
 #endif
   }
@@ -66,7 +79,7 @@ class KeptBytes {
       std::copy(kept_, kept_ + n, out);
       bytes_ = 0;
     }
-    for (size_t i = 0; i < n; ++i) out[i].deleter(out[i].context);
+    give_back(out, n);
   }
 
   KeptStats stats() noexcept {
@@ -81,6 +94,10 @@ class KeptBytes {
     void* context;
     c10::DeleterFnPtr deleter;
   };
+  // Outside the lock: a free may take a while.
+  static void give_back(const Kept* blocks, size_t n) noexcept {
+    for (size_t i = 0; i < n; ++i) blocks[i].deleter(blocks[i].context);
+  }
   SpinLock lock_;
   size_t count_ = 0;
   size_t bytes_ = 0;

@@ -211,13 +211,33 @@ TEST_F(KeptDeviceBytes, EmptyCacheGivesThemBackAndTheyAreBounded) {
   EXPECT_EQ(kept_blocks(), 0);
   EXPECT_EQ(memory::kept_stats(kDevice).bytes, 0);
 
+  // One block more than there is room for, of as many sizes, freed first to last: the first
+  // (the oldest kept) is given back, the last is kept.
   std::vector<at::Tensor> many;
+  std::vector<const void*> bytes;
   for (size_t i = 0; i <= memory::kKeptDeviceBlocks; ++i) {
     many.push_back(sim_floats(128 * static_cast<int64_t>(i + 1), kDevice));
+    bytes.push_back(many.back().data_ptr());
   }
   many.clear();
-  EXPECT_EQ(static_cast<size_t>(kept_blocks()), memory::kKeptDeviceBlocks);  // one freed
+  EXPECT_EQ(static_cast<size_t>(kept_blocks()), memory::kKeptDeviceBlocks);
+  at::Tensor last = sim_floats(128 * static_cast<int64_t>(memory::kKeptDeviceBlocks + 1), kDevice);
+  EXPECT_EQ(last.data_ptr(), bytes.back());
+  EXPECT_EQ(static_cast<size_t>(kept_blocks()), memory::kKeptDeviceBlocks - 1);
+  at::Tensor first = sim_floats(128, kDevice);  // its bytes went back: none kept of its size
+  EXPECT_EQ(static_cast<size_t>(kept_blocks()), memory::kKeptDeviceBlocks - 1);
 
+  // Bytes: a block that would not fit beside the kept ones gives back as many of them as it
+  // needs; one larger than the bound itself is freed.
+  sim::empty_cache(kDevice);
+  const int64_t third = static_cast<int64_t>(memory::kKeptDeviceBytes / 3 / 4);  // floats
+  { at::Tensor a = sim_floats(third, kDevice); }
+  { at::Tensor b = sim_floats(third + 128, kDevice); }
+  EXPECT_EQ(kept_blocks(), 2);
+  { at::Tensor c = sim_floats(third + 256, kDevice); }
+  { at::Tensor d = sim_floats(third + 384, kDevice); }  // a and b cannot stay beside c and d
+  EXPECT_EQ(kept_blocks(), 2);
+  EXPECT_LE(memory::kept_stats(kDevice).bytes, static_cast<int64_t>(memory::kKeptDeviceBytes));
   sim::empty_cache(kDevice);
   { at::Tensor big = sim_floats(static_cast<int64_t>(memory::kKeptDeviceBytes / 4), kDevice); }
   EXPECT_EQ(kept_blocks(), 0);  // over the byte bound with its header: freed
