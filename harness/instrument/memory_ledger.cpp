@@ -104,7 +104,7 @@ class KeptBytes {
   Kept kept_[kKeptDeviceBlocks] = {};
 };
 
-struct alignas(64) Account {  // one cache line each: devices do not contend with the host
+struct alignas(64) Account {  // on cache lines of its own: devices do not contend with the host
   std::atomic<int64_t> allocated{0};
   std::atomic<int64_t> peak{0};
   std::atomic<int64_t> program_peak{0};
@@ -153,6 +153,13 @@ c10::DataPtr take_kept(int device, size_t total) noexcept {
   return account_of(device).kept.take(total);
 }
 
+// open_block over `base`'s bytes, the block holding `base` for release_block.
+void* open_block_holding(c10::DataPtr base, size_t nbytes, int account, bool modelled) noexcept {
+  void* data = open_block(base.get(), nbytes, account, modelled);
+  header_of(data)->base = std::move(base);
+  return data;
+}
+
 // Wraps the CPU allocator c10 had: each block gets a header, and is charged to the host, or to
 // the account a ChargeTo names on this thread.
 class CountingCpuAllocator final : public c10::Allocator {
@@ -167,8 +174,7 @@ class CountingCpuAllocator final : public c10::Allocator {
     // A CPU kernel's allocation charged to a device (ChargeTo) is modelled in the device's
     // caching allocator only once a sim tensor adopts it (charge_to_device): its temporaries,
     // which a CUDA kernel would not allocate, never are.
-    void* data = open_block(base.get(), nbytes, t_account, /*modelled=*/false);
-    header_of(data)->base = std::move(base);
+    void* data = open_block_holding(std::move(base), nbytes, t_account, /*modelled=*/false);
     return {data, data, &free_block, c10::Device(c10::DeviceType::CPU)};
   }
   // Also right for a zero-byte raw allocation: c10's allocators give null for it.
@@ -326,9 +332,7 @@ void* open_device_block(size_t nbytes, int device) {
     void* raw = c10::alloc_cpu(total);
     base = c10::DataPtr(raw, raw, &c10::free_cpu, c10::Device(c10::DeviceType::CPU));
   }
-  void* data = open_block(base.get(), nbytes, device);
-  header_of(data)->base = std::move(base);
-  return data;
+  return open_block_holding(std::move(base), nbytes, device, /*modelled=*/true);
 }
 
 void free_device_block(void* data) noexcept { release_block(data); }
